@@ -1,0 +1,57 @@
+#pragma once
+// The table of unary RPCs the Connect server dispatches to. Services register typed
+// handlers; the Connect codec decodes requests into the registered type and encodes
+// the returned message or Error.
+#include <google/protobuf/message.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "agent/common/result.h"
+
+namespace kib::api {
+
+struct CallContext {
+  // From Connect-Timeout-Ms; time_point::max() when absent.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Who called, for logs only: "unix:uid=0" or "tls:CN=operator".
+  std::string peer;
+};
+
+using MessagePtr = std::unique_ptr<google::protobuf::Message>;
+
+struct Method {
+  // An empty request message of the method's request type, for decoding.
+  const google::protobuf::Message* request_prototype = nullptr;
+  std::function<Result<MessagePtr>(const google::protobuf::Message&, const CallContext&)> call;
+};
+
+class MethodRegistry {
+ public:
+  // path is "kibotos.ctrl.v1.EgressService/CreateEgress" (no leading slash).
+  template <typename Req, typename Resp>
+  void add(const std::string& path, std::function<Result<Resp>(const Req&, const CallContext&)> fn) {
+    Method m;
+    m.request_prototype = &Req::default_instance();
+    m.call = [fn = std::move(fn)](const google::protobuf::Message& req,
+                                  const CallContext& ctx) -> Result<MessagePtr> {
+      auto r = fn(static_cast<const Req&>(req), ctx);
+      if (!r.ok()) return std::move(r).error();
+      return MessagePtr(new Resp(std::move(r).value()));
+    };
+    methods_[path] = std::move(m);
+  }
+
+  const Method* find(const std::string& path) const {
+    auto it = methods_.find(path);
+    return it == methods_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, Method> methods_;
+};
+
+}  // namespace kib::api

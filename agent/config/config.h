@@ -1,0 +1,61 @@
+#pragma once
+// The agent's configuration. Every key is optional: the defaults below are the
+// embedded configuration, so `kibotos-agent` alone runs.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/common/result.h"
+
+namespace kib {
+
+struct TlsListenerConfig {
+  std::string listen;     // "host:port"; empty disables the TLS listener
+  std::string cert;       // PEM server certificate chain
+  std::string key;        // PEM private key
+  std::string client_ca;  // PEM Operator CA; client certificates must chain to it
+};
+
+struct ApiConfig {
+  std::string unix_socket = "/run/kibotos/ctrl.sock";
+  uint32_t unix_socket_mode = 0660;
+  std::string unix_socket_group;  // empty: the agent's own group
+  TlsListenerConfig tls;
+  uint32_t max_connections = 256;
+  size_t max_body_bytes = 1 << 20;
+};
+
+struct EgressConfig {
+  // CIDRs exempt from the special-purpose check (labs and tests).
+  std::vector<std::string> allowed_special_purpose_cidrs;
+  // Nameservers for endpoint resolution ("ip" or "ip:port"); empty = /etc/resolv.conf.
+  std::vector<std::string> resolvers;
+  std::chrono::milliseconds resolve_timeout{2000};
+};
+
+struct DataplaneConfig {
+  uint32_t threads = 0;  // 0 = one loop per core
+  uint32_t max_connections = 100000;
+  uint32_t max_connections_per_workspace = 20000;
+  std::chrono::seconds connect_timeout{10};
+  std::chrono::seconds handshake_timeout{10};
+  std::chrono::seconds idle_timeout{3600};
+};
+
+struct Config {
+  ApiConfig api;
+  std::string state_dir = "/var/lib/kibotos";
+  std::string log_level = "info";   // trace|debug|info|warn|error|off
+  std::string log_format = "text";  // text|json
+  std::chrono::seconds commands_retention{24 * 3600};
+  EgressConfig egress;
+  DataplaneConfig dataplane;
+};
+
+// Parses YAML text. Unknown keys and bad values are errors naming the key.
+Result<Config> parse_config(const std::string& yaml_text);
+Result<Config> load_config_file(const std::string& path);
+
+}  // namespace kib

@@ -1,0 +1,49 @@
+#pragma once
+// The boundary between the control path (API ▶ store) and what enforces state
+// (netns rules, data-plane loops). The services call it only after the store has
+// committed; data flows one way, from the store to the runtime.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/common/result.h"
+#include "kibotos/ctrl/v1/egress.pb.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
+
+namespace kib {
+
+namespace ctrl = ::kibotos::ctrl::v1;
+
+// One immutable, published revision of an Egress, password included. Shared by every
+// connection that dials through it.
+struct EgressRevision {
+  std::string egress_id;
+  uint64_t revision = 0;
+  ctrl::EgressSpec spec;
+};
+using EgressRevisionPtr = std::shared_ptr<const EgressRevision>;
+
+struct RuntimeCounts {
+  uint64_t active_connections = 0;
+  uint64_t draining_connections = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  // A new revision of an Egress (created or updated). Connections through older
+  // revisions drain for drain_seconds (0 = close when the new revision takes over).
+  virtual void egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) = 0;
+  // The Egress is gone: connections still draining through it close at once.
+  virtual void egress_deleted(const std::string& egress_id) = 0;
+  // A Workspace's policy (new or changed). Installs or replaces what the agent
+  // enforces in the namespace. Errors are reported in workspace_status as well.
+  virtual Status workspace_applied(const std::string& workspace_id, const std::string& netns,
+                                   const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) = 0;
+  // Removes everything installed for the Workspace and closes its connections.
+  virtual void workspace_deleted(const std::string& workspace_id) = 0;
+  virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
+  virtual RuntimeCounts counts() const = 0;
+};
+
+}  // namespace kib
