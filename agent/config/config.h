@@ -25,6 +25,8 @@ struct ApiConfig {
   TlsListenerConfig tls;
   uint32_t max_connections = 256;
   size_t max_body_bytes = 1 << 20;
+  // A connection with no request for this long is closed.
+  std::chrono::seconds idle_timeout{60};
 };
 
 struct EgressConfig {
@@ -57,5 +59,9 @@ struct Config {
 // Parses YAML text. Unknown keys and bad values are errors naming the key.
 Result<Config> parse_config(const std::string& yaml_text);
 Result<Config> load_config_file(const std::string& path);
+// The same over other defaults (the daemon's, e.g. from $STATE_DIRECTORY): keys the
+// YAML sets win, the others keep `defaults`.
+Result<Config> parse_config(const std::string& yaml_text, const Config& defaults);
+Result<Config> load_config_file(const std::string& path, const Config& defaults);
 
 }  // namespace kib

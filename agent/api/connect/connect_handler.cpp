@@ -1,0 +1,100 @@
+#include "agent/api/connect/connect_handler.h"
+
+#include <charconv>
+
+#include "agent/api/connect/connect_error.h"
+#include "agent/api/connect/message_codec.h"
+
+namespace kib::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Error invalid(std::string message) { return Error{Code::invalid_argument, std::move(message)}; }
+
+// "Timeout-Milliseconds → {positive integer as ASCII string of at most 10 digits}"
+Result<Clock::time_point> parse_deadline(const std::string* header, Clock::time_point now) {
+  if (header == nullptr) return Clock::time_point::max();
+  const std::string& v = *header;
+  uint64_t ms = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+  if (v.empty() || v.size() > 10 || ec != std::errc() || end != v.data() + v.size() || ms == 0)
+    return invalid("connect-timeout-ms must be a positive integer of at most 10 digits");
+  return now + std::chrono::milliseconds(ms);
+}
+
+Status check_protocol_headers(const HttpRequest& req) {
+  // "Connect-Protocol-Version: 1" is accepted and not required.
+  if (const std::string* v = req.header("connect-protocol-version"); v != nullptr && *v != "1")
+    return invalid("unsupported connect-protocol-version \"" + *v + "\" (this server speaks 1)");
+  // No compression is offered, so anything but identity is refused as the spec says.
+  if (const std::string* e = req.header("content-encoding"); e != nullptr && *e != "identity")
+    return Error{Code::unimplemented, "content-encoding \"" + *e + "\" is not supported"};
+  return {};
+}
+
+HttpResponse unsupported_media_type() {
+  HttpResponse r;
+  r.status = 415;
+  r.headers.emplace_back("accept-post", "application/json, application/proto");
+  return r;
+}
+
+HttpResponse method_not_allowed() {
+  HttpResponse r = connect_error_response(Error{Code::unimplemented, "only POST is supported"}, 405);
+  r.headers.emplace_back("allow", "POST");
+  return r;
+}
+
+}  // namespace
+
+HttpResponse ConnectHandler::handle(const HttpRequest& req) const {
+  const Clock::time_point now = Clock::now();
+  if (req.method != "POST") return method_not_allowed();
+  const std::string* content_type = req.header("content-type");
+  auto codec = codec_for_content_type(content_type ? *content_type : "");
+  if (!codec) return unsupported_media_type();
+
+  if (req.body_too_large || req.body.size() > max_body_bytes_)
+    return connect_error_response(Error{Code::resource_exhausted, "request body larger than " +
+                                                                      std::to_string(max_body_bytes_) + " bytes"});
+  if (auto st = check_protocol_headers(req); !st.ok()) return connect_error_response(st.error());
+
+  std::string_view path = req.path;
+  if (path.starts_with('/')) path.remove_prefix(1);
+  const Method* method = registry_.find(std::string(path));
+  if (method == nullptr)
+    return connect_error_response(Error{Code::unimplemented, "unknown method /" + std::string(path)}, 404);
+  auto deadline = parse_deadline(req.header("connect-timeout-ms"), now);
+  if (!deadline.ok()) return connect_error_response(deadline.error());
+
+  CallContext ctx;
+  ctx.deadline = *deadline;
+  ctx.peer = req.peer;
+  return call(*method, req, *codec, ctx);
+}
+
+HttpResponse ConnectHandler::call(const Method& method, const HttpRequest& req, Codec codec,
+                                  const CallContext& ctx) const {
+  try {
+    MessagePtr request(method.request_prototype->New());
+    if (auto st = decode_message(codec, req.body, *request); !st.ok()) return connect_error_response(st.error());
+    auto result = method.call(*request, ctx);
+    // A handler that finishes after the caller gave up answers what the caller saw.
+    if (Clock::now() > ctx.deadline)
+      return connect_error_response(Error{Code::deadline_exceeded, "the call exceeded connect-timeout-ms"});
+    if (!result.ok()) return connect_error_response(result.error());
+    auto body = encode_message(codec, **result);
+    if (!body.ok()) return connect_error_response(body.error());
+    HttpResponse r;
+    r.headers.emplace_back("content-type", std::string(content_type_of(codec)));
+    r.body = std::move(*body);
+    return r;
+  } catch (const std::exception& e) {
+    return connect_error_response(Error{Code::internal, std::string("internal error: ") + e.what()});
+  } catch (...) {
+    return connect_error_response(Error{Code::internal, "internal error"});
+  }
+}
+
+}  // namespace kib::api

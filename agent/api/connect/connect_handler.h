@@ -1,0 +1,32 @@
+#pragma once
+// The Connect unary protocol over one HTTP request: checks the method, headers and
+// body, decodes the request with its codec, calls the registered handler and encodes
+// its answer (connectrpc.com/docs/protocol, "Unary-Request" / "Unary-Response").
+#include <cstddef>
+
+#include "agent/api/connect/message_codec.h"
+#include "agent/api/connect/method_registry.h"
+#include "agent/api/http/http_message.h"
+
+namespace kib::api {
+
+class ConnectHandler {
+ public:
+  // registry must outlive the handler; it is read-only once serving starts.
+  ConnectHandler(const MethodRegistry& registry, size_t max_body_bytes)
+      : registry_(registry), max_body_bytes_(max_body_bytes) {}
+
+  // Never throws: handler exceptions become `internal`.
+  HttpResponse handle(const HttpRequest& request) const;
+
+  size_t max_body_bytes() const { return max_body_bytes_; }
+
+ private:
+  HttpResponse call(const Method& method, const HttpRequest& request, Codec codec,
+                    const CallContext& ctx) const;
+
+  const MethodRegistry& registry_;
+  size_t max_body_bytes_;
+};
+
+}  // namespace kib::api

@@ -1,0 +1,61 @@
+#pragma once
+// One HTTP request and its response, independent of the wire version (HTTP/1.1 or
+// HTTP/2). Header names are lower case, as HTTP/2 sends them.
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kib::api {
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method;  // "POST"
+  std::string path;    // "/kibotos.ctrl.v1.AgentService/GetAgent" (query string removed)
+  HttpHeaders headers;
+  std::string body;
+  // The body exceeded the transport's limit and was cut (or not read at all).
+  bool body_too_large = false;
+  std::string peer;  // "unix:uid=0" / "tls:CN=operator", for logs
+
+  // The first header of that (lower-case) name, or nullptr.
+  const std::string* header(std::string_view name) const {
+    for (const auto& [k, v] : headers)
+      if (k == name) return &v;
+    return nullptr;
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  HttpHeaders headers;  // lower-case names; content-length is added by the transport
+  std::string body;
+};
+
+// The reason phrase HTTP/1.1 puts after the status code.
+inline const char* http_reason(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 499: return "Client Closed Request";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Unknown";
+  }
+}
+
+}  // namespace kib::api
