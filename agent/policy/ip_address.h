@@ -34,4 +34,8 @@ struct Cidr {
   std::string to_string() const;
 };
 
+// ::ffff:a.b.c.d -> a.b.c.d (what a dual-stack socket reports for an IPv4 peer);
+// any other address unchanged.
+IpAddress unmap_v4(const IpAddress& a);
+
 }  // namespace kib::policy

@@ -28,7 +28,8 @@ class RouteMatcher {
   // invalid_argument for a bad CIDR or port range (first > last, 0, > 65535), naming
   // the entry index.
   static Result<RouteMatcher> compile(const ::kibotos::ctrl::v1::NetworkPolicy& policy);
-  // Index of the first covering entry, or nullopt when uncovered.
+  // Index of the first covering entry, or nullopt when uncovered. Families never
+  // mix; an IPv4-mapped IPv6 destination is matched as its IPv4 address.
   std::optional<size_t> match(const IpAddress& dst, uint16_t port) const;
   const std::vector<CompiledRoute>& routes() const { return routes_; }
 

@@ -18,6 +18,10 @@ struct SpecialPurposeBlock {
 // The whole registry table (v4 and v6), one data structure.
 const std::vector<SpecialPurposeBlock>& special_purpose_table();
 
+// The most specific table block containing a (no unwrapping, no exemptions), or
+// nullptr.
+const SpecialPurposeBlock* find_special_purpose_block(const IpAddress& a);
+
 class EndpointAddressPolicy {
  public:
   // exemptions: egress.allowed_special_purpose_cidrs from the config.
