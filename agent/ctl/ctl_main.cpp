@@ -1,0 +1,140 @@
+#include "agent/ctl/ctl_main.h"
+
+#include <memory>
+#include <ostream>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/util/json_util.h>
+
+#include "agent/ctl/cli_args.h"
+#include "agent/ctl/cli_error.h"
+#include "agent/ctl/command_id.h"
+#include "agent/ctl/connect_client.h"
+#include "agent/ctl/help_text.h"
+#include "agent/ctl/input_file.h"
+#include "agent/ctl/output_format.h"
+#include "agent/ctl/request_builder.h"
+#include "kibotos/ctrl/v1/agent.pb.h"
+#include "kibotos/ctrl/v1/egress.pb.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
+
+namespace kib::ctl {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using MessagePtr = std::unique_ptr<Message>;
+
+constexpr int kMaxPages = 100000;
+
+const google::protobuf::MethodDescriptor* find_method(std::string_view name) {
+  // Touching one message per file links its descriptors into the generated pool.
+  (void)kibotos::ctrl::v1::GetAgentRequest::descriptor();
+  (void)kibotos::ctrl::v1::GetEgressRequest::descriptor();
+  (void)kibotos::ctrl::v1::GetWorkspaceRequest::descriptor();
+  return google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(std::string(name));
+}
+
+MessagePtr new_message(const google::protobuf::Descriptor* d) {
+  return MessagePtr(google::protobuf::MessageFactory::generated_factory()->GetPrototype(d)->New());
+}
+
+Result<std::string> request_json(const Message& req) {
+  std::string out;
+  const auto st = google::protobuf::util::MessageToJsonString(req, &out);
+  if (!st.ok()) return Error{Code::internal, "cannot encode request: " + std::string(st.message())};
+  return out;
+}
+
+Status call(ConnectClient& client, std::string_view method, const Message& req, Message& resp) {
+  auto body = request_json(req);
+  if (!body.ok()) return std::move(body).error();
+  auto answer = client.call(method, *body);
+  if (!answer.ok()) return std::move(answer).error();
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;  // a newer agent may add fields
+  const auto st = google::protobuf::util::JsonStringToMessage(*answer, &resp, opts);
+  if (!st.ok()) return Error{Code::internal, "cannot decode the agent's answer: " + std::string(st.message())};
+  return {};
+}
+
+// --all: fetch every page and append the items to the first response.
+Status fetch_rest(ConnectClient& client, std::string_view method, Message& req, Message& resp) {
+  const auto* d = resp.GetDescriptor();
+  const FieldDescriptor* items = d->field(0);  // List*Response: the items are field 1
+  const FieldDescriptor* token = d->FindFieldByName("next_page_token");
+  const FieldDescriptor* req_token = req.GetDescriptor()->FindFieldByName("page_token");
+  const auto* r = resp.GetReflection();
+  for (int page = 0; page < kMaxPages; ++page) {
+    const std::string next = r->GetString(resp, token);
+    if (next.empty()) return {};
+    if (next == req.GetReflection()->GetString(req, req_token))
+      return Error{Code::internal, "the agent returned the same page token twice"};
+    req.GetReflection()->SetString(&req, req_token, next);
+    MessagePtr more = new_message(d);
+    KIB_TRY(call(client, method, req, *more));
+    for (int i = 0; i < r->FieldSize(*more, items); ++i)
+      r->AddMessage(&resp, items)->CopyFrom(r->GetRepeatedMessage(*more, items, i));
+    r->SetString(&resp, token, r->GetString(*more, token));
+  }
+  return Error{Code::resource_exhausted, "more than " + std::to_string(kMaxPages) + " pages"};
+}
+
+Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out) {
+  const CommandSpec& c = *inv.command;
+  Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert, inv.global.key, inv.global.ca,
+              inv.global.timeout_seconds};
+  ConnectClient client(std::move(ep));
+  KIB_TRY(call(client, c.method, req, resp));
+  if (inv.global.all) KIB_TRY(fetch_rest(client, c.method, req, resp));
+  const Message* shown = select_output(resp, c.output_field);
+  if (shown == nullptr) {
+    if (inv.global.output != OutputFormat::table) out << "{}\n";
+    return {};
+  }
+  auto text = format_output(*shown, inv.global.output);
+  if (!text.ok()) return std::move(text).error();
+  out << *text;
+  return {};
+}
+
+}  // namespace
+
+int run_ctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const char* env_socket) {
+  if (!args.empty() && args[0] == "__complete") {
+    out << completion_candidates(std::vector<std::string>(args.begin() + 1, args.end()));
+    return 0;
+  }
+  auto inv = parse_args(args, env_socket);
+  if (!inv.ok()) {
+    err << error_line(inv.error());
+    return kExitUsage;
+  }
+  if (inv->global.version) {
+    out << "kibotosctl " << KIBOTOS_VERSION << "\n";
+    return 0;
+  }
+  if (inv->global.help) {
+    out << help_text(*inv);
+    return 0;
+  }
+  const auto* method = find_method(inv->command->method);
+  if (method == nullptr) {
+    err << error_line(Error{Code::internal, "unknown method " + std::string(inv->command->method)});
+    return 1;
+  }
+  MessagePtr req = new_message(method->input_type());
+  MessagePtr resp = new_message(method->output_type());
+  if (Status st = build_request(*inv, *req, read_input, random_command_id); !st.ok()) {
+    err << error_line(st.error());
+    return kExitUsage;  // bad local input (a flag value, an unreadable or invalid file)
+  }
+  if (Status st = execute(*inv, *req, *resp, out); !st.ok()) {
+    err << error_line(st.error());
+    return exit_code_for(st.error());
+  }
+  return 0;
+}
+
+}  // namespace kib::ctl
