@@ -1,0 +1,160 @@
+"""Drives kibotos-agent for the benchmarks: a temp config, the agent in the lab's agent
+namespace, an Egress and a Workspace created over its Unix socket with Connect JSON."""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+
+from . import lab as L
+from . import peers
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
+
+
+class ConnectError(RuntimeError):
+    pass
+
+
+class Agent:
+    """One agent process with its own state dir, socket and config."""
+
+    def __init__(self, lab, binary, workdir, name, threads, extra_args=None):
+        self.lab, self.binary, self.threads = lab, binary, threads
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(os.path.join(self.dir, "state"), exist_ok=True)
+        self.socket = os.path.join(self.dir, "ctrl.sock")
+        self.config = os.path.join(self.dir, "agent.yaml")
+        self.log = os.path.join(self.dir, "agent.log")
+        self.extra_args = extra_args or []
+        self.proc = None
+        self.seq = 0
+
+    def start(self, timeout=15.0):
+        with open(self.config, "w") as f:
+            f.write(f"""api:
+  unix_socket: {self.socket}
+state_dir: {self.dir}/state
+log:
+  level: warn
+egress:
+  allowed_special_purpose_cidrs: ["{L.LAB_CIDR}"]
+dataplane:
+  threads: {self.threads}
+  max_connections: 100000
+  max_connections_per_workspace: 50000
+""")
+        argv = [self.binary, "--config", self.config] + self.extra_args
+        self.proc = self.lab.spawn(self.lab.agent, argv, stdout=open(self.log, "w"),
+                                   stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"agent exited with {self.proc.returncode}: {self.log_tail()}")
+            if os.path.exists(self.socket):
+                try:
+                    self.call("AgentService", "GetAgent", {})
+                    return
+                except (OSError, ConnectError):
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError(f"agent not serving {self.socket} after {timeout}s: {self.log_tail()}")
+
+    def log_tail(self, n=600):
+        try:
+            with open(self.log) as f:
+                return f.read()[-n:].strip()
+        except OSError:
+            return ""
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def call(self, service, method, body, timeout=10):
+        conn = UnixHTTPConnection(self.socket, timeout)
+        try:
+            conn.request("POST", f"/kibotos.ctrl.v1.{service}/{method}", json.dumps(body),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            data = r.read()
+        finally:
+            conn.close()
+        if r.status != 200:
+            raise ConnectError(f"{service}/{method}: HTTP {r.status} {data[:300]!r}")
+        return json.loads(data or b"{}")
+
+    def command_id(self):
+        self.seq += 1
+        return f"bench-{os.getpid()}-{self.seq}"
+
+    def create_egress(self, address, tls_ca=None, udp=False):
+        socks5 = {"address": address}
+        if tls_ca:
+            with open(tls_ca) as f:
+                socks5["tls"] = {"serverName": peers.TLS_NAME, "caCert": f.read()}
+        spec = {"socks5": socks5, "udpEnabled": udp}
+        r = self.call("EgressService", "CreateEgress", {"commandId": self.command_id(), "spec": spec})
+        return r["egress"]["egressId"]
+
+    @staticmethod
+    def policy(egress_id, resolver=None):
+        pol = {"mode": "NETWORK_MODE_PUBLIC_INTERNET",
+               "egresses": [{"egressId": egress_id, "destinations": [f"{L.INET_IP}/32"]}]}
+        if resolver:
+            pol["resolvers"] = [resolver]
+        return pol
+
+    def create_workspace(self, egress_id):
+        r = self.call("WorkspaceService", "CreateWorkspace", {
+            "commandId": self.command_id(), "netns": f"/run/netns/{self.lab.ws}",
+            "networkPolicy": self.policy(egress_id)})
+        ws = r["workspace"]
+        self.workspace_id, self.revision = ws["workspaceId"], int(ws["networkPolicy"]["revision"])
+        return self.workspace_id
+
+    def update_policy(self, policy):
+        r = self.call("WorkspaceService", "UpdateNetworkPolicy", {
+            "commandId": self.command_id(), "workspaceId": self.workspace_id,
+            "expectedRevision": str(self.revision), "networkPolicy": policy, "drainSeconds": 0})
+        self.revision = int(r["workspace"]["networkPolicy"]["revision"])
+
+    def wait_applied(self, timeout=10.0):
+        """Polls network_policy_status.applied_revision up to the current revision."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ws = self.call("WorkspaceService", "GetWorkspace", {"workspaceId": self.workspace_id})
+            st = ws["workspace"].get("networkPolicyStatus", {})
+            if int(st.get("appliedRevision", 0)) >= self.revision:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        """Deletes the workspace (the agent removes what it installed), then stops the
+        agent; whatever it left in the ws namespace is flushed so later modes see a
+        clean namespace."""
+        if self.proc is None:
+            return
+        try:
+            if getattr(self, "workspace_id", None) and self.proc.poll() is None:
+                self.call("WorkspaceService", "DeleteWorkspace",
+                          {"commandId": self.command_id(), "workspaceId": self.workspace_id})
+        except (OSError, ConnectError):
+            pass
+        self.lab.stop(self.proc, grace=5.0)
+        self.proc = None
+        self.lab.sh(self.lab.ws, "nft flush ruleset", check=False)
+        self.lab.sh(self.lab.ws, "ip rule flush; ip rule add from all lookup main pref 32766;"
+                    " ip rule add from all lookup default pref 32767", check=False)

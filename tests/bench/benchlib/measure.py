@@ -1,0 +1,128 @@
+"""One bounded measurement each, taken from the guest namespace through whatever path is
+set up. Relay CPU is the utime+stime delta of the relay's pids across the measurement."""
+import json
+import re
+import subprocess
+import time
+
+from . import lab as L
+from . import peers
+
+
+def _cpu(pids):
+    return peers.cpu_seconds_of(pids) if pids else 0.0
+
+
+def iperf(lab, streams, reverse, seconds, relay_pids):
+    argv = ["iperf3", "-c", L.INET_IP, "-p", str(peers.IPERF_PORT), "-t", str(seconds),
+            "-P", str(streams), "-J", "--connect-timeout", "3000"]
+    if reverse:
+        argv.append("-R")
+    c0 = _cpu(relay_pids)
+    r = lab.run(lab.guest, argv, timeout=seconds + 20)
+    cpu = _cpu(relay_pids) - c0
+    try:
+        j = json.loads(r.stdout)
+        recv = j["end"]["sum_received"]
+    except (ValueError, KeyError) as e:
+        raise RuntimeError(f"iperf3 failed: {r.stdout[-300:]} {r.stderr[-300:]}") from e
+    gb = recv["bytes"] / 1e9
+    return {"gbps": recv["bits_per_second"] / 1e9, "bytes": recv["bytes"], "cpu_s": cpu,
+            "cpu_s_per_gb": cpu / gb if gb > 0 else None}
+
+
+def wrk(lab, seconds, conns, relay_pids):
+    """New connections per second: wrk with `Connection: close` (one request per
+    connection), one thread so the other core is left to the relay and servers."""
+    argv = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "2s",
+            "-H", "Connection: close", f"http://{L.INET_IP}:{peers.HTTP_PORT}/"]
+    c0 = _cpu(relay_pids)
+    r = lab.run(lab.guest, argv, timeout=seconds + 20)
+    cpu = _cpu(relay_pids) - c0
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", r.stdout)
+    if not m:
+        raise RuntimeError(f"wrk failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+    reqs = int(m.group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", r.stdout).group(1))
+    err = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", r.stdout)
+    errors = sum(int(x) for x in err.groups()) if err else 0
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", r.stdout)
+    return {"conn_per_s": rps, "connections": reqs, "errors": errors + (int(non2xx.group(1)) if non2xx else 0),
+            "cpu_s": cpu, "cpu_us_per_conn": cpu / reqs * 1e6 if reqs else None}
+
+
+def latency(lab, tools, n, relay_pids, timeout_ms=3000):
+    """Connect + first response byte over n sequential connections (bench_client lat)."""
+    c0 = _cpu(relay_pids)
+    r = lab.run(lab.guest, [tools["client"], "lat", L.INET_IP, str(peers.HTTP_PORT), str(n),
+                            str(timeout_ms)], timeout=n * timeout_ms / 1000 + 30)
+    cpu = _cpu(relay_pids) - c0
+    try:
+        j = json.loads(r.stdout)
+    except ValueError as e:
+        raise RuntimeError(f"bench_client lat failed: {r.stderr[-300:]}") from e
+    j["cpu_s"] = cpu
+    return j
+
+
+def reachable(lab, tools, n=3):
+    j = latency(lab, tools, n, None, timeout_ms=2000)
+    return j["ok"] == n
+
+
+def hold(lab, tools, n, relay_pid, max_seconds):
+    """Holds n idle connections, each confirmed end to end, and reads the memory they
+    cost: relay RSS and system-wide MemAvailable. Then checks the relay's fds return to
+    their idle count once the client closes (no fd leak)."""
+    rss0 = peers.rss_kib(relay_pid) if relay_pid else None
+    fds0 = peers.fd_count(relay_pid) if relay_pid else None
+    tcp0 = peers.tcp_mem_kib()
+    avail0 = peers.mem_available_kib()
+    p = lab.spawn(lab.guest, [tools["client"], "hold", L.INET_IP, str(peers.HTTP_PORT), str(n),
+                              str(max_seconds)],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline().split()  # "ready OK ERRORS" (bounded by max_seconds)
+        if len(line) != 3 or line[0] != "ready":
+            raise RuntimeError(f"bench_client hold: unexpected {line!r}")
+        held, errors = int(line[1]), int(line[2])
+        avail1 = peers.mem_available_kib()
+        tcp1 = peers.tcp_mem_kib()
+        rss1 = peers.rss_kib(relay_pid) if relay_pid else None
+        fds1 = peers.fd_count(relay_pid) if relay_pid else None
+        p.stdin.write("close\n")
+        p.stdin.flush()
+        p.stdout.readline()
+        p.wait(30)
+    finally:
+        lab.stop(p)
+    fds_after = fds0
+    if relay_pid:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            fds_after = peers.fd_count(relay_pid)
+            if fds_after <= fds0:
+                break
+            time.sleep(0.1)
+    out = {"n": n, "held": held, "errors": errors,
+           "sys_kib_per_conn": (avail0 - avail1) / held if held else None,
+           "tcp_mem_kib_per_conn": (tcp1 - tcp0) / held if held else None}
+    if relay_pid:
+        out |= {"rss_idle_kib": rss0, "rss_held_kib": rss1,
+                "rss_kib_per_conn": (rss1 - rss0) / held if held else None,
+                "fds_idle": fds0, "fds_held": fds1, "fds_after": fds_after,
+                "fd_leak": max(0, fds_after - fds0)}
+    return out
+
+
+def dns(lab, tools, server_ip, n, window, relay_pids, timeout_ms=1000):
+    c0 = _cpu(relay_pids)
+    r = lab.run(lab.guest, [tools["client"], "dns", server_ip, str(peers.DNS_PORT), str(n),
+                            str(window), str(timeout_ms)], timeout=60)
+    cpu = _cpu(relay_pids) - c0
+    try:
+        j = json.loads(r.stdout)
+    except ValueError as e:
+        raise RuntimeError(f"bench_client dns failed: {r.stderr[-300:]}") from e
+    j["cpu_s"] = cpu
+    return j

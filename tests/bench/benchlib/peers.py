@@ -1,0 +1,208 @@
+"""The lab's peers (Debian packages, started here) and what is read off processes."""
+import os
+import resource
+import subprocess
+import time
+
+from . import lab as L
+
+SOCKS_PORTS = {"dante": 1080, "microsocks": 1081}
+STUNNEL_PORT = 1443
+REDSOCKS_PORT = 12345
+HTTP_PORT = 8080
+IPERF_PORT = 5201
+DNS_PORT = 53
+TLS_NAME = "socks.lab"
+
+
+# -- process readings ------------------------------------------------------------
+def cpu_seconds(pid):
+    """utime+stime of the whole process (the leader's stat sums all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds_of(pids):
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def mem_available_kib():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1])
+    return 0
+
+
+def tcp_mem_kib():
+    """Kernel memory in TCP socket buffers, machine-wide (sockstat's `mem` is in pages and
+    is not per namespace): less noisy than MemAvailable on a shared machine."""
+    with open("/proc/net/sockstat") as f:
+        for line in f:
+            if line.startswith("TCP:"):
+                parts = line.split()
+                return int(parts[parts.index("mem") + 1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    return 0
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_listening(lab, ns, port, proto="t", timeout=10.0, proc=None):
+    """Polls `ss` in `ns` until something listens on `port` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[3:]} exited with {proc.returncode}")
+        out = lab.sh(ns, f"ss -Hln{proto} 'sport = :{port}'", check=False).stdout
+        if out.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} in {ns} after {timeout}s")
+
+
+# -- destinations in inet ------------------------------------------------------------
+def start_destinations(lab, tools, max_seconds):
+    http = lab.spawn(lab.inet, [tools["server"], L.INET_IP, str(HTTP_PORT), str(max_seconds)])
+    iperf = lab.spawn(lab.inet, ["iperf3", "-s", "-B", L.INET_IP, "-p", str(IPERF_PORT)])
+    dns = lab.spawn(lab.inet, [
+        "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--bind-interfaces",
+        f"--listen-address={L.INET_IP}", "--port", str(DNS_PORT), "--cache-size=1000",
+        "--address=/bench.lab/" + L.INET_IP, "--user=root", "--pid-file=",
+        "--dns-forward-max=1000"])
+    wait_listening(lab, lab.inet, HTTP_PORT, proc=http)
+    wait_listening(lab, lab.inet, IPERF_PORT, proc=iperf)
+    wait_listening(lab, lab.inet, DNS_PORT, proto="u", proc=dns)
+    return {"http": http, "iperf3": iperf, "dnsmasq": dns}
+
+
+# -- SOCKS servers and TLS in the socks namespace ------------------------------------------
+def start_dante(lab, workdir):
+    conf = os.path.join(workdir, "danted.conf")
+    with open(conf, "w") as f:
+        f.write(f"""logoutput: stderr
+internal: 0.0.0.0 port = {SOCKS_PORTS['dante']}
+external: {L.SOCKS_INET_IP}
+clientmethod: none
+socksmethod: none
+user.privileged: root
+user.unprivileged: nobody
+client pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 }}
+socks pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 command: bind connect udpassociate bindreply udpreply }}
+""")
+    p = lab.spawn(lab.socks, ["danted", "-f", conf, "-p", os.path.join(workdir, "danted.pid")],
+                  stderr=open(os.path.join(workdir, "danted.log"), "w"))
+    wait_listening(lab, lab.socks, SOCKS_PORTS["dante"], proc=p)
+    return p
+
+
+def start_microsocks(lab, workdir):
+    p = lab.spawn(lab.socks, ["microsocks", "-i", "0.0.0.0", "-p", str(SOCKS_PORTS["microsocks"])],
+                  stderr=open(os.path.join(workdir, "microsocks.log"), "w"))
+    wait_listening(lab, lab.socks, SOCKS_PORTS["microsocks"], proc=p)
+    return p
+
+
+def socks_server_pids(lab, name):
+    want = {"dante": "danted", "microsocks": "microsocks"}[name]
+    return [pid for pid in lab.ns_pids(lab.socks) if comm(pid) == want]
+
+
+def make_certs(workdir):
+    """A throwaway CA and a server certificate for TLS_NAME (openssl CLI)."""
+    d = os.path.join(workdir, "pki")
+    os.makedirs(d, exist_ok=True)
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True, timeout=30)
+
+    ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=kibotos-bench-ca")
+    ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", "server.key", "-out", "server.csr", "-subj", f"/CN={TLS_NAME}")
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write(f"subjectAltName=DNS:{TLS_NAME}\nbasicConstraints=CA:FALSE\n"
+                "extendedKeyUsage=serverAuth\n")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+         "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")
+    return {"ca": os.path.join(d, "ca.crt"), "server": os.path.join(d, "server.crt"),
+            "server_key": os.path.join(d, "server.key")}
+
+
+def start_stunnel(lab, workdir, certs, socks_port):
+    conf = os.path.join(workdir, "stunnel.conf")
+    with open(conf, "w") as f:
+        f.write(f"""foreground = yes
+pid =
+debug = err
+socket = l:TCP_NODELAY=1
+socket = r:TCP_NODELAY=1
+[socks-tls]
+accept = 0.0.0.0:{STUNNEL_PORT}
+connect = 127.0.0.1:{socks_port}
+cert = {certs['server']}
+key = {certs['server_key']}
+""")
+    p = lab.spawn(lab.socks, ["stunnel4", conf],
+                  stderr=open(os.path.join(workdir, "stunnel.log"), "w"))
+    wait_listening(lab, lab.socks, STUNNEL_PORT, proc=p)
+    return p
+
+
+# -- redsocks in the ws namespace (REDIRECT: redsocks has no TPROXY) -----------------------------
+REDIRECT_TABLE = "kibotos_bench_redirect"
+
+
+def start_redsocks(lab, workdir, socks_port, splice):
+    conf = os.path.join(workdir, f"redsocks-{'splice' if splice else 'copy'}.conf")
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    # `splice` is not in redsocks(8); redsocks 0.5's parser knows the key (verified with
+    # `redsocks -t`), and its relay then moves bytes with splice(2) through pipes.
+    with open(conf, "w") as f:
+        f.write(f"""base {{ log_debug = off; log_info = off; log = stderr; daemon = off;
+  redirector = iptables; redsocks_conn_max = 30000; rlimit_nofile = {nofile}; }}
+redsocks {{ local_ip = 0.0.0.0; local_port = {REDSOCKS_PORT}; ip = {L.SOCKS_WS_IP};
+  port = {socks_port}; type = socks5; listenq = 4096; splice = {'on' if splice else 'off'}; }}
+""")
+    p = lab.spawn(lab.ws, ["redsocks", "-c", conf],
+                  stderr=open(conf.replace(".conf", ".log"), "w"))
+    wait_listening(lab, lab.ws, REDSOCKS_PORT, proc=p)
+    guest_if = lab.veth_name("w", "g")
+    lab.sh(lab.ws, f"""nft -f - <<'EOF'
+table ip {REDIRECT_TABLE} {{
+  chain pre {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname "{guest_if}" ip daddr {L.INET_IP} tcp dport {{ {HTTP_PORT}, {IPERF_PORT} }} redirect to :{REDSOCKS_PORT}
+  }}
+}}
+EOF""")
+    return p
+
+
+def stop_redsocks(lab, p):
+    lab.sh(lab.ws, f"nft delete table ip {REDIRECT_TABLE}", check=False)
+    lab.stop(p)

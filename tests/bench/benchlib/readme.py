@@ -1,0 +1,138 @@
+"""docs/bench/README.md: the charts, the table, and exactly what was and was not measured."""
+import os
+
+from . import report
+
+HOW = """\
+## Reproduce
+
+```sh
+sudo packaging/install-deps.sh && meson setup build && ninja -C build
+sudo tests/bench/run.py --full      # < 20 minutes; rewrites docs/bench/
+sudo tests/bench/run.py --smoke     # seconds; writes to a temp dir (CI runs this)
+```
+Options: `--agent PATH` (default `build/agent/kibotos-agent`, or
+`$KIBOTOS_BUILD_ROOT/agent/kibotos-agent`), `--modes routed,redsocks-copy,...`,
+`--socks dante|microsocks`, `--runs N`, `--out DIR`, `--keep` (keep configs and logs).
+With `-Dbenchmarks=true`, `meson test --suite bench` runs the smoke profile.
+
+## The lab
+
+```
+guest ─veth─ ws ─veth─ socks ─veth─ inet          (the routed path: ws and socks forward)
+             ws: redsocks + nft REDIRECT, or kibotos' TPROXY listener
+       agent ─veth─ socks                          (kibotos-agent runs in its own namespace)
+socks: dante :1080, microsocks :1081, stunnel :1443 -> the chosen SOCKS5 server
+inet:  iperf3 :5201, bench_server (HTTP/hold) :8080, dnsmasq :53
+```
+Throwaway namespaces named `kbb<pid>{g,w,s,i,a}`, addresses in 10.231.0.0/16 that exist
+only inside them; all of it is removed at the end, even on failure. Only traffic to
+10.231.4.2 (and DNS) is diverted to a relay; everything else is routed.
+
+## How each figure is taken
+- **Throughput**: `iperf3 -t N [-P 4] [-R]` from guest to inet; receiver's figure.
+- **Relay CPU per GB**: utime+stime of the relay process from `/proc/PID/stat` across the
+  iperf3 run, divided by the GB (10^9 bytes) received. The process's stat sums all its
+  threads. Kernel work done in softirq context on behalf of the relay's sockets is
+  charged to whatever runs at the time, so it is only partly counted (same for all relays).
+- **New connections/s and CPU per 1,000 connections**: `wrk -t1 -c C -d N -H 'Connection:
+  close'` against `bench_server` in inet (one request per connection); relay CPU across
+  the run divided by the connections completed.
+- **Latency**: `bench_client lat` (C): 1,000 sequential connections, time from before
+  `connect()` to the first response byte; p50 and p99. The routed column is the client's
+  own floor (client + two forwarding hops + server).
+- **Memory**: `bench_client hold` opens N connections, each confirmed end to end (the
+  server echoes a byte), and keeps them idle. Relay RSS (`VmRSS`) before and while held,
+  divided by N; system-wide `MemAvailable` drop divided by N (this counts kernel socket
+  and pipe buffers of every party: client, relay, SOCKS server, server; compare it to
+  the routed column, which has no relay and no SOCKS server). The relay's open fds must
+  return to their idle count after the client closes (fd leak check).
+- **DNS**: `bench_client dns`: UDP queries (A bench.lab) with a window of in-flight
+  queries, to dnsmasq in inet; the routed column queries it directly, kibotos' columns
+  query an address nobody owns, so only the agent's interception can answer.
+- Every figure is the median of the runs, with min and max, and its ratio to the routed
+  path and to the best peer (the better of redsocks copy / splice) in the same run.
+"""
+
+PEERS = """\
+## Peers
+- **redsocks** (Debian 0.5) is the only one of the usual peers Debian packages. It has
+  no TPROXY: it runs with nft `redirect` (REDIRECT, conntrack NAT) in the ws namespace
+  and reads the original destination with `SO_ORIGINAL_DST` (`redirector = iptables`).
+  Its splice mode is the `splice = on;` key of the `redsocks {}` section: redsocks(8)
+  and its README do not document it, but redsocks 0.5's config parser accepts it
+  (`redsocks -t` rejects an unknown key and accepts this one) and the binary carries the
+  splice relay (`redsplice_*`).
+- Not in Debian, so not in this harness: ipt2socks and hev-socks5-tproxy. For
+  reference, measured earlier on this machine class (medians of 3, dante as the SOCKS
+  server), the best of them, ipt2socks, spent about 0.8 relay CPU s/GB, 160 µs of relay
+  CPU per connection (160 ms per 1,000), 0.2 KiB of RSS per idle connection, with p99
+  connect+first byte 1.6 ms; one stream through any relay was about 4.3 Gbit/s, routed
+  11 Gbit/s (bounded by the SOCKS server and clients sharing the 2 cores).
+"""
+
+TARGETS = [
+    # (target text, metric, comparison to the best peer)
+    ("relay CPU per GB ≤ 0.5× the best peer (1 stream up)", "cpu_gb_1_up", 0.5, "le"),
+    ("relay CPU per GB ≤ 0.5× the best peer (1 stream down)", "cpu_gb_1_down", 0.5, "le"),
+    ("relay CPU per connection ≤ 0.5× the best peer", "cpu_ms_per_1k_conn", 0.5, "le"),
+    ("throughput ≥ 1.0× the best peer (1 stream up)", "tput_1_up", 1.0, "ge"),
+    ("throughput ≥ 1.0× the best peer (4 streams down)", "tput_4_down", 1.0, "ge"),
+    ("connections/s ≥ 1.0× the best peer", "conn_per_s", 1.0, "ge"),
+    ("p99 connect+first byte ≤ the best peer", "lat_p99_us", 1.0, "le"),
+    ("relay RSS per idle connection ≤ the best peer", "rss_kib_per_conn", 1.0, "le"),
+    ("system memory per idle connection ≤ the best peer", "sys_kib_per_conn", 1.0, "le"),
+]
+
+
+def targets_section(results):
+    k = results["modes"].get("kibotos-1t", {})
+    lines = ["## Targets (kibotos SOCKS5, 1 thread, against the best redsocks mode)", ""]
+    if not k.get("available"):
+        lines.append("Not assessed: kibotos-agent was not available in this run "
+                     f"({k.get('reason', 'not run')[:200]}).")
+        return "\n".join(lines)
+    lines += ["| target | measured | met |", "|---|---|---|"]
+    for text, key, bound, cmp in TARGETS:
+        fig = k["metrics"].get(key)
+        if not fig or "ratio_best_peer" not in fig:
+            lines.append(f"| {text} | not measured | – |")
+            continue
+        r = fig["ratio_best_peer"]
+        ok = r <= bound if cmp == "le" else r >= bound
+        lines.append(f"| {text} | {r:.2f}× ({report._fmt(fig['median'])}) | {'yes' if ok else '**no**'} |")
+    held = k["metrics"].get("hold_errors")
+    leak = k["metrics"].get("fd_leak")
+    n = results["meta"]["hold_n"]
+    if held is not None:
+        lines.append(f"| {n} concurrent relayed connections, no error, no fd leak | errors max "
+                     f"{held['max']:.0f}, fd leak max {leak['max'] if leak else '?'} | "
+                     f"{'yes' if held['max'] == 0 and leak and leak['max'] == 0 else '**no**'} |")
+    return "\n".join(lines)
+
+
+def write(out_dir, results):
+    m = results["meta"]
+    parts = ["# kibotos-agent data-plane benchmarks", "",
+             f"One run of `tests/bench/run.py --{m['profile']}` on this machine, at this commit:", "",
+             report.meta_lines(results), ""]
+    charts = results.get("charts", {})
+    if charts:
+        parts.append("## Charts\n")
+        for fam in ("throughput", "cpu", "memory", "connections", "latency"):
+            if fam in charts:
+                parts.append(f"![{fam}]({charts[fam]})\n")
+    parts += ["## Results\n", report.markdown_table(results), "",
+              "Raw samples and per-run details: [results.json](results.json).", ""]
+    parts += ["## What was measured, and what was not\n"]
+    measured = [v["label"] for v in results["modes"].values() if v.get("available")]
+    parts.append("Measured: " + (", ".join(measured) or "nothing") + ".")
+    parts.append("")
+    if results["not_measured"]:
+        parts += ["Not measured:", ""] + [f"- {x}" for x in results["not_measured"]] + [""]
+    errors = [f"- {v['label']}: {v['error']}" for v in results["modes"].values() if v.get("error")]
+    if errors:
+        parts += ["Errors during the run:", ""] + errors + [""]
+    parts += [targets_section(results), "", PEERS, HOW]
+    with open(os.path.join(out_dir, "README.md"), "w") as f:
+        f.write("\n".join(parts))

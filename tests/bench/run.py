@@ -1,0 +1,396 @@
+#!/usr/bin/python3
+"""kibotos-agent data-plane benchmarks, in one run, on the DESIGN.md lab topology.
+
+    sudo tests/bench/run.py --full     # ~15 min; writes docs/bench/
+    sudo tests/bench/run.py --smoke    # seconds; writes to a temp dir (or --out)
+
+Measures, side by side: the routed path (no proxy), redsocks (REDIRECT; copy and splice
+modes) and kibotos-agent (SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside TLS).
+See docs/bench/README.md for what each figure means.
+"""
+import argparse
+import os
+import platform
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from benchlib import kibotos, measure, peers, readme, report  # noqa: E402
+from benchlib import lab as L  # noqa: E402
+
+PROFILES = {
+    # runs: each figure is the median of this many runs (>= 3 for published figures)
+    "full": dict(runs=3, iperf_seconds=4, variants=("1_up", "1_down", "4_up", "4_down"),
+                 wrk_seconds=3, wrk_conns=32, lat_n=1000, hold_n=10000, dns_n=5000,
+                 dns_window=16, select_seconds=2, select_lat_n=300, max_minutes=20),
+    "smoke": dict(runs=1, iperf_seconds=1, variants=("1_up", "4_down"), wrk_seconds=1,
+                  wrk_conns=8, lat_n=100, hold_n=200, dns_n=200, dns_window=4,
+                  select_seconds=1, select_lat_n=30, max_minutes=3),
+}
+
+MODES = {  # name: (label, kind, data-plane threads)
+    "routed": ("routed (no proxy)", "routed", None),
+    "redsocks-copy": ("redsocks copy", "peer", None),
+    "redsocks-splice": ("redsocks splice", "peer", None),
+    "kibotos-1t": ("kibotos SOCKS5, 1 thread", "kibotos", 1),
+    "kibotos-2t": ("kibotos SOCKS5, 2 threads", "kibotos", 2),
+    "kibotos-tls-1t": ("kibotos SOCKS5+TLS, 1 thread", "kibotos-tls", 1),
+}
+PEER_MODES = ("redsocks-copy", "redsocks-splice")
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class OutOfTime(Exception):
+    pass
+
+
+class Bench:
+    def __init__(self, args, prof):
+        self.args, self.p = args, prof
+        self.deadline = time.monotonic() + prof["max_minutes"] * 60
+        self.workdir = tempfile.mkdtemp(prefix="kibotos-bench-")
+        self.lab = L.Lab()
+        self.tools = {}
+        self.results = {"meta": {}, "socks_server": {}, "modes": {}, "not_measured": []}
+
+    # -- setup -------------------------------------------------------------------------
+    def build_tools(self):
+        for name in ("client", "server"):
+            out = os.path.join(self.workdir, f"bench_{name}")
+            subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out,
+                            os.path.join(HERE, "tools", f"bench_{name}.c")], check=True, timeout=120)
+            self.tools[name] = out
+
+    def check_time(self):
+        if time.monotonic() > self.deadline:
+            raise OutOfTime()
+
+    def select_socks(self):
+        """Measures dante and microsocks through the same relay (redsocks copy mode) and
+        keeps the faster: higher one-stream throughput, then lower connect latency."""
+        cands = {}
+        for name in ("dante", "microsocks"):
+            rs = peers.start_redsocks(self.lab, self.workdir, peers.SOCKS_PORTS[name], splice=False)
+            try:
+                pids = peers.socks_server_pids(self.lab, name)
+                it = measure.iperf(self.lab, 1, False, self.p["select_seconds"], pids)
+                lt = measure.latency(self.lab, self.tools, self.p["select_lat_n"], pids)
+                cands[name] = {"gbps": it["gbps"], "server_cpu_s_per_gb": it["cpu_s_per_gb"],
+                               "lat_p50_us": lt["p50_us"], "lat_p99_us": lt["p99_us"],
+                               "server_cpu_us_per_conn": lt["cpu_s"] / max(1, lt["ok"]) * 1e6}
+                log(f"socks candidate {name}: {cands[name]}")
+            finally:
+                peers.stop_redsocks(self.lab, rs)
+        if self.args.socks != "auto":
+            chosen, why = self.args.socks, "chosen with --socks"
+        else:
+            d, m = cands["dante"], cands["microsocks"]
+            close = abs(d["gbps"] - m["gbps"]) <= 0.05 * max(d["gbps"], m["gbps"])
+            if close:
+                chosen = "dante" if d["lat_p50_us"] <= m["lat_p50_us"] else "microsocks"
+                why = "throughput within 5%, lower connect+first-byte p50"
+            else:
+                chosen = "dante" if d["gbps"] > m["gbps"] else "microsocks"
+                why = "higher one-stream throughput through the same relay"
+        o = cands["microsocks" if chosen == "dante" else "dante"]
+        c = cands[chosen]
+        why += (f": {c['gbps']:.2f} vs {o['gbps']:.2f} Gbit/s, p50 {c['lat_p50_us']:.0f} vs "
+                f"{o['lat_p50_us']:.0f} µs, server CPU {c['server_cpu_s_per_gb']:.2f} vs "
+                f"{o['server_cpu_s_per_gb']:.2f} s/GB (measured through redsocks copy mode, "
+                f"{self.p['select_seconds']} s, {self.p['select_lat_n']} connections)")
+        self.results["socks_server"] = {"chosen": chosen, "why": why, "candidates": cands,
+                                        "udp_associate_server": "dante"}
+        log(f"SOCKS5 server: {chosen} ({why})")
+        return chosen
+
+    # -- modes ---------------------------------------------------------------------------
+    def run_mode(self, name):
+        label, kind, threads = MODES[name]
+        entry = {"label": label, "kind": kind, "available": False, "metrics": {}, "raw": {}}
+        self.results["modes"][name] = entry
+        relay_pid, cleanup, agent = None, None, None
+        try:
+            if kind == "peer":
+                rs = peers.start_redsocks(self.lab, self.workdir, self.socks_port,
+                                          splice=(name == "redsocks-splice"))
+                relay_pid, cleanup = rs.pid, (lambda: peers.stop_redsocks(self.lab, rs))
+            elif kind.startswith("kibotos"):
+                agent, why = self.start_agent(name, kind, threads)
+                if agent is None:
+                    entry["reason"] = why
+                    log(f"{name}: not available: {why}")
+                    return
+                relay_pid, cleanup = agent.pid, agent.stop
+            if not measure.reachable(self.lab, self.tools):
+                entry["reason"] = "no connection through it reached the lab's http server"
+                if agent:
+                    entry["reason"] += f"; agent log: {agent.log_tail(300)}"
+                log(f"{name}: not available: {entry['reason']}")
+                return
+            entry["available"] = True
+            log(f"{name}: measuring")
+            self.measure_all(name, entry, relay_pid, agent)
+        except OutOfTime:
+            entry.setdefault("reason", "the run's time bound was reached")
+            raise
+        except Exception as e:  # one broken mode must not lose the others' figures
+            entry["error"] = f"{type(e).__name__}: {e}"
+            log(f"{name}: error: {entry['error']}")
+        finally:
+            if cleanup:
+                cleanup()
+
+    def start_agent(self, name, kind, threads):
+        binary = self.args.agent
+        if not binary or not os.access(binary, os.X_OK):
+            return None, f"kibotos-agent binary not found ({binary})"
+        agent = kibotos.Agent(self.lab, binary, self.workdir, name, threads)
+        try:
+            agent.start()
+            if kind == "kibotos-tls":
+                eg = agent.create_egress(f"{L.SOCKS_AGENT_IP}:{peers.STUNNEL_PORT}", tls_ca=self.certs["ca"])
+            else:
+                eg = agent.create_egress(f"{L.SOCKS_AGENT_IP}:{self.socks_port}")
+            agent.egress_id = eg
+            agent.create_workspace(eg)
+            agent.wait_applied()
+            return agent, None
+        except Exception as e:
+            tail = agent.log_tail(300)
+            agent.stop()
+            return None, f"{type(e).__name__}: {e}" + (f"; agent log: {tail}" if tail else "")
+
+    def measure_all(self, name, entry, relay_pid, agent):
+        p, pids, raw, fig = self.p, [relay_pid] if relay_pid else None, entry["raw"], {}
+
+        def add(key, value):
+            fig.setdefault(key, []).append(value)
+
+        for _ in range(p["runs"]):
+            for v in p["variants"]:
+                self.check_time()
+                streams, direction = v.split("_")
+                r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids)
+                raw.setdefault(f"iperf_{v}", []).append(r)
+                add(f"tput_{v}", r["gbps"])
+                if pids:
+                    add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
+        for _ in range(p["runs"]):
+            self.check_time()
+            r = measure.wrk(self.lab, p["wrk_seconds"], p["wrk_conns"], pids)
+            raw.setdefault("wrk", []).append(r)
+            add("conn_per_s", r["conn_per_s"])
+            add("conn_errors", r["errors"])
+            if pids:
+                add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])  # µs/conn == ms/1,000 conns
+        for _ in range(p["runs"]):
+            self.check_time()
+            r = measure.latency(self.lab, self.tools, p["lat_n"], pids)
+            raw.setdefault("latency", []).append(r)
+            add("lat_p50_us", r["p50_us"])
+            add("lat_p99_us", r["p99_us"])
+            add("lat_errors", r["errors"])
+        for _ in range(p["runs"]):
+            self.check_time()
+            r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
+            raw.setdefault("hold", []).append(r)
+            add("sys_kib_per_conn", r["sys_kib_per_conn"])
+            add("tcp_mem_kib_per_conn", r["tcp_mem_kib_per_conn"])
+            add("hold_errors", r["errors"])
+            if relay_pid:
+                add("rss_idle_kib", r["rss_idle_kib"])
+                add("rss_kib_per_conn", r["rss_kib_per_conn"])
+                add("fd_leak", r["fd_leak"])
+        if name == "routed":
+            self.measure_dns(fig, raw, None, L.INET_IP, "direct", keys=("dns_direct",))
+        elif name == "kibotos-1t":
+            self.measure_agent_dns(fig, raw, agent)
+        entry["metrics"] = {k: s for k, v in fig.items() if (s := report.summarize(v))}
+
+    def measure_dns(self, fig, raw, pids, server, how, keys):
+        for _ in range(self.p["runs"]):
+            self.check_time()
+            r = measure.dns(self.lab, self.tools, server, self.p["dns_n"], self.p["dns_window"], pids)
+            raw.setdefault(f"dns_{how}", []).append(r)
+            for k in keys:
+                fig.setdefault(f"{k}_qps", []).append(r["qps"])
+                fig.setdefault(f"{k}_p99_us", []).append(r["p99_us"])
+
+    def measure_agent_dns(self, fig, raw, agent):
+        dante = f"{L.SOCKS_AGENT_IP}:{peers.SOCKS_PORTS['dante']}"
+        plain = f"{L.SOCKS_AGENT_IP}:{self.socks_port}"
+        for how, transport, addr, udp in (("udp", "udp", dante, True), ("tcp", "tcp", plain, False)):
+            try:
+                eg = agent.create_egress(addr, udp=udp)
+                resolver = {transport: {"address": f"{L.INET_IP}:{peers.DNS_PORT}"}, "egressId": eg}
+                agent.update_policy(agent.policy(agent.egress_id, resolver))
+                agent.wait_applied()
+                # Only an interceptor answers a query to an address nobody owns.
+                probe = measure.dns(self.lab, self.tools, L.NO_HOST_IP, 5, 1, None)
+                if probe["answered"] != 5:
+                    raise RuntimeError(f"{probe['answered']}/5 probe queries answered")
+                self.measure_dns(fig, raw, [agent.pid], L.NO_HOST_IP, how, keys=(f"dns_{how}",))
+            except OutOfTime:
+                raise
+            except Exception as e:
+                self.results["not_measured"].append(
+                    f"DNS via a {how} Resolver: not measured: DNS through the agent does not work yet "
+                    f"({type(e).__name__}: {str(e)[:200]})")
+
+    # -- the run ----------------------------------------------------------------------
+    def meta(self):
+        def sh(cmd):
+            r = subprocess.run(cmd, cwd=SOURCE_ROOT, capture_output=True, text=True, shell=True)
+            return r.stdout.strip()
+        model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                      if line.startswith("model name")), platform.processor())
+        mem = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "commit": sh("git rev-parse HEAD") or "unknown",
+                "dirty": bool(sh("git status --porcelain -- agent uring netns tests/bench")),
+                "kernel": platform.release(), "nproc": os.cpu_count(), "cpu_model": model,
+                "mem_total_gib": mem / 1048576, "load_start": " ".join(open("/proc/loadavg").read().split()[:3]),
+                "profile": self.args.profile, "agent": self.args.agent,
+                **{k: v for k, v in self.p.items() if k != "variants"},
+                "variants": list(self.p["variants"])}
+
+    def run(self):
+        t0 = time.monotonic()
+        self.results["meta"] = self.meta()
+        self.build_tools()
+        log(f"lab {self.lab.tag}: building namespaces")
+        self.lab.up()
+        peers.start_destinations(self.lab, self.tools, max_seconds=self.p["max_minutes"] * 60 + 300)
+        peers.start_dante(self.lab, self.workdir)
+        peers.start_microsocks(self.lab, self.workdir)
+        chosen = self.select_socks()
+        self.socks_port = peers.SOCKS_PORTS[chosen]
+        self.certs = peers.make_certs(self.workdir)
+        peers.start_stunnel(self.lab, self.workdir, self.certs, self.socks_port)
+        try:
+            for name in self.args.modes:
+                self.check_time()
+                self.run_mode(name)
+        except OutOfTime:
+            log("time bound reached: the remaining figures are not measured")
+            self.results["not_measured"].append("the run reached its time bound before: "
+                                                + ", ".join(m for m in self.args.modes
+                                                            if m not in self.results["modes"]))
+        for name in self.args.modes:
+            m = self.results["modes"].setdefault(name, {"label": MODES[name][0], "kind": MODES[name][1],
+                                                        "available": False, "metrics": {},
+                                                        "reason": "not run (time bound)"})
+            if not m["available"]:
+                self.results["not_measured"].append(f"{m['label']}: not available: {m.get('reason', '')[:300]}")
+        if "kibotos-1t" not in self.results["modes"] or not self.results["modes"]["kibotos-1t"]["available"]:
+            self.results["not_measured"].append(
+                "DNS through kibotos (udp Resolver via UDP ASSOCIATE, tcp Resolver): not measured: "
+                "kibotos-agent not available")
+        self.results["meta"]["load_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
+        self.results["meta"]["wall_s"] = time.monotonic() - t0
+
+    def write(self, out):
+        os.makedirs(out, exist_ok=True)
+        report.add_ratios(self.results, [m for m in PEER_MODES if m in self.results["modes"]])
+        self.results["charts"] = report.charts(out, self.results)
+        report.write_json(out, self.results)
+        report.write_markdown(out, self.results)
+        readme.write(out, self.results)
+        print(report.markdown_table(self.results))
+        for line in self.results["not_measured"]:
+            print("- " + line)
+        log(f"wrote {out}")
+
+    def cleanup(self):
+        self.lab.down()
+        if not self.args.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def default_agent():
+    build = os.environ.get("KIBOTOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+    return os.path.join(build, "agent", "kibotos-agent")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--full", dest="profile", action="store_const", const="full",
+                   help="the published run: 3 runs per figure, 10,000 idle connections (default)")
+    g.add_argument("--smoke", dest="profile", action="store_const", const="smoke",
+                   help="seconds: 1 run, small counts; checks the harness works")
+    ap.set_defaults(profile="full")
+    ap.add_argument("--out", help="output dir (default: docs/bench for --full, a temp dir for --smoke)")
+    ap.add_argument("--agent", default=default_agent(), help="kibotos-agent binary (default: %(default)s)")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="comma-separated subset of: " + ", ".join(MODES))
+    ap.add_argument("--socks", choices=("auto", "dante", "microsocks"), default="auto")
+    ap.add_argument("--runs", type=int, help="override the profile's runs per figure")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
+    args = ap.parse_args(argv)
+    args.modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        ap.error(f"unknown modes: {bad}")
+    if "routed" not in args.modes:
+        args.modes.insert(0, "routed")  # every ratio needs it
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    if os.geteuid() != 0:
+        print("run.py needs root (network namespaces, nftables)", file=sys.stderr)
+        return 77
+    missing = [t for t in ("ip", "nft", "iperf3", "wrk", "redsocks", "danted", "microsocks",
+                           "stunnel4", "dnsmasq", "gnuplot", "cc", "openssl", "ss")
+               if not shutil.which(t)]
+    if missing:
+        print(f"missing tools: {missing} (packaging/build-deps.txt)", file=sys.stderr)
+        return 77
+    prof = dict(PROFILES[args.profile])
+    if args.runs:
+        prof["runs"] = args.runs
+    out = args.out or (os.path.join(SOURCE_ROOT, "docs", "bench") if args.profile == "full"
+                       else tempfile.mkdtemp(prefix="kibotos-bench-out-"))
+    # N relayed connections need 2N fds in the relay and in the SOCKS server. Raise the
+    # soft limit to the hard one; raising the hard one needs CAP_SYS_RESOURCE, which a
+    # container may not grant (then N is capped to fit, and the README says so).
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    fit = (nofile - 1000) // 2 // 500 * 500
+    if fit < prof["hold_n"]:
+        log(f"RLIMIT_NOFILE hard limit {nofile}: holding {fit} idle connections, not {prof['hold_n']}")
+        prof["hold_n_wanted"], prof["hold_n"] = prof["hold_n"], fit
+    prof["nofile"] = nofile
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_signal)
+    bench = Bench(args, prof)
+    try:
+        bench.run()
+    finally:
+        bench.cleanup()
+    bench.write(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
