@@ -239,9 +239,8 @@ Status Transaction::prune_commands(int64_t older_than_ms) {
 Status Transaction::savepoint(const std::function<Status()>& fn) {
   KIB_TRY(db_.exec("SAVEPOINT apply"));
   Status s = fn();
-  if (!s.ok()) {
-    (void)db_.exec("ROLLBACK TO apply");
-  }
+  // If even the rollback fails, report that instead: the caller must not commit.
+  if (!s.ok()) KIB_TRY(db_.exec("ROLLBACK TO apply"));
   KIB_TRY(db_.exec("RELEASE apply"));
   return s;
 }

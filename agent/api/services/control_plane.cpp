@@ -1,0 +1,69 @@
+#include "agent/api/services/control_plane.h"
+
+#include "agent/api/services/agent_service.h"
+#include "agent/api/services/control_plane_options.h"
+#include "agent/api/services/egress_service.h"
+#include "agent/api/services/workspace_service.h"
+#include "agent/policy/name_resolver.h"
+
+namespace kib::api {
+namespace {
+
+class ControlPlaneImpl final : public ControlPlane {
+ public:
+  ControlPlaneImpl(std::unique_ptr<store::Store> store, Runtime& runtime, const Config& config, Clock clock,
+                   ResolveFn resolve, policy::EndpointAddressPolicy address_policy)
+      : store_(std::move(store)),
+        env_{*store_, runtime, config, clock, std::move(resolve), std::move(address_policy),
+             CommandRunner(*store_, clock, config.commands_retention)},
+        egresses_(env_),
+        workspaces_(env_),
+        agent_(env_) {}
+
+  void register_methods(MethodRegistry& registry) override {
+    egresses_.register_methods(registry);
+    workspaces_.register_methods(registry);
+    agent_.register_methods(registry);
+  }
+
+  // Egresses first: every Workspace policy names Egresses the runtime must know.
+  // A store read error leaves the rest unpublished; the data plane then fails closed.
+  void publish_all() override {
+    if (egresses_.publish_all().ok()) (void)workspaces_.publish_all();
+  }
+
+ private:
+  std::unique_ptr<store::Store> store_;
+  ServiceEnv env_;
+  EgressService egresses_;
+  WorkspaceService workspaces_;
+  AgentService agent_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, Runtime& runtime,
+                                                         ControlPlaneOptions options) {
+  auto address_policy = policy::EndpointAddressPolicy::from_strings(config.egress.allowed_special_purpose_cidrs);
+  if (!address_policy.ok())
+    return Error{Code::invalid_argument,
+                 "egress.allowed_special_purpose_cidrs: " + address_policy.error().message};
+  auto store = store::Store::open(config.state_dir);
+  if (!store.ok()) return std::move(store).error();
+  if (!options.clock) options.clock = [] { return std::chrono::system_clock::now(); };
+  if (!options.resolve) {
+    policy::ResolverOptions ro;
+    ro.servers = config.egress.resolvers;
+    ro.timeout = config.egress.resolve_timeout;
+    options.resolve = [ro](const std::string& host) { return policy::resolve_host(host, ro); };
+  }
+  return std::unique_ptr<ControlPlane>(new ControlPlaneImpl(std::move(store).value(), runtime, config,
+                                                            options.clock, std::move(options.resolve),
+                                                            std::move(address_policy).value()));
+}
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::open(const Config& config, Runtime& runtime) {
+  return open_control_plane(config, runtime, {});
+}
+
+}  // namespace kib::api

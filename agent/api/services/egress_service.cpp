@@ -1,0 +1,248 @@
+#include "agent/api/services/egress_service.h"
+
+#include <memory>
+
+#include "agent/api/conventions/proto_bytes.h"
+#include "agent/api/services/egress_spec_validation.h"
+#include "agent/api/services/list_page.h"
+#include "agent/api/services/metadata_update.h"
+#include "agent/api/services/stored_resources.h"
+
+namespace kib::api {
+namespace {
+
+constexpr const char* kService = "kibotos.ctrl.v1.EgressService/";
+
+Status require_id(const std::string& id) {
+  if (id.empty()) return Error{Code::invalid_argument, "egress_id is required"};
+  return {};
+}
+
+// Loads a non-deleted Egress or fails with not_found.
+Result<ctrl::Egress> must_load(store::Transaction& txn, const std::string& id) {
+  auto e = load_egress(txn, id);
+  if (!e.ok()) return std::move(e).error();
+  if (!e->has_value()) return egress_not_found(id);
+  return std::move(**e);
+}
+
+Status save(store::Transaction& txn, const ctrl::Egress& e) {
+  return txn.update(store::Kind::egress, e.egress_id(), e.SerializeAsString());
+}
+
+}  // namespace
+
+Status EgressService::validate_spec(const ctrl::EgressSpec& spec) const {
+  return validate_egress_spec(spec, env_.address_policy, env_.resolve);
+}
+
+void EgressService::publish(const ctrl::Egress& e, uint32_t drain_seconds) {
+  auto rev = std::make_shared<EgressRevision>();
+  rev->egress_id = e.egress_id();
+  rev->revision = e.revision();
+  rev->spec = e.spec();  // password included: the data plane authenticates with it
+  env_.runtime.egress_published(std::move(rev), drain_seconds);
+}
+
+Result<ctrl::CreateEgressResponse> EgressService::create(const ctrl::CreateEgressRequest& req) {
+  using Resp = ctrl::CreateEgressResponse;
+  ctrl::Egress created;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(validate_labels(req.labels()));
+    KIB_TRY(validate_annotations(req.annotations()));
+    return validate_spec(req.spec());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto now = to_timestamp(env_.clock());
+    ctrl::Egress e;
+    e.set_egress_id(store::random_id("eg-"));
+    *e.mutable_spec() = req.spec();
+    e.set_revision(1);  // "CreateEgress stores a new Egress at revision 1"
+    *e.mutable_created_at() = now;
+    *e.mutable_updated_at() = now;
+    *e.mutable_labels() = req.labels();
+    *e.mutable_annotations() = req.annotations();
+    e.set_labels_revision(1);
+    e.set_annotations_revision(1);
+    auto seq = txn.insert(store::Kind::egress, e.egress_id(), e.SerializeAsString());
+    if (!seq.ok()) return std::move(seq).error();
+    created = e;
+    Resp resp;
+    *resp.mutable_egress() = without_password(e);
+    return resp;
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("CreateEgress"), req, req.command_id(), precheck, apply);
+  if (r.ok() && !created.egress_id().empty()) publish(created, 0);
+  return r;
+}
+
+Result<ctrl::GetEgressResponse> EgressService::get(const ctrl::GetEgressRequest& req) {
+  KIB_TRY(require_id(req.egress_id()));
+  ctrl::GetEgressResponse resp;
+  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
+    auto e = must_load(txn, req.egress_id());
+    if (!e.ok()) return std::move(e).error();
+    *resp.mutable_egress() = without_password(std::move(e).value());
+    return {};
+  }));
+  return resp;
+}
+
+Result<ctrl::ListEgressesResponse> EgressService::list(const ctrl::ListEgressesRequest& req) {
+  ctrl::ListEgressesResponse resp;
+  ListQuery q{store::Kind::egress, "egress", req.page_size(), req.page_token(), &req.label_selector()};
+  auto next = list_page(env_.store, q, [&](const store::ResourceRow& row, bool append) -> Result<bool> {
+    auto e = decode_stored<ctrl::Egress>(row);
+    if (!e.ok()) return std::move(e).error();
+    if (!selector_matches(req.label_selector(), e->labels())) return false;
+    if (append) *resp.add_egresses() = without_password(std::move(e).value());
+    return true;
+  });
+  if (!next.ok()) return std::move(next).error();
+  resp.set_next_page_token(*next);
+  return resp;
+}
+
+Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgressRequest& req) {
+  using Resp = ctrl::UpdateEgressResponse;
+  uint32_t drain = 0;
+  ctrl::Egress changed;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(require_id(req.egress_id()));
+    KIB_TRY(require_expected(req.expected_revision(), "expected_revision"));
+    auto d = drain_seconds_of(req);
+    if (!d.ok()) return std::move(d).error();
+    drain = *d;
+    return validate_spec(req.spec());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto cur = must_load(txn, req.egress_id());
+    if (!cur.ok()) return std::move(cur).error();
+    ctrl::Egress e = std::move(cur).value();
+    if (e.revision() != req.expected_revision())
+      return Error{Code::aborted, "expected_revision " + std::to_string(req.expected_revision()) +
+                                      " does not match the current revision " + std::to_string(e.revision())};
+    Resp resp;
+    // "Equal content is idempotent and keeps the revision" (and updated_at).
+    if (!same_content(e.spec(), req.spec())) {
+      if (e.spec().udp_enabled() && !req.spec().udp_enabled()) {
+        auto used = txn.egress_referenced(e.egress_id(), /*udp_only=*/true);
+        if (!used.ok()) return std::move(used).error();
+        if (*used)
+          return Error{Code::failed_precondition,
+                       "udp_enabled cannot be turned off: a udp Resolver of a Workspace policy goes through "
+                       "this Egress"};
+      }
+      *e.mutable_spec() = req.spec();
+      e.set_revision(e.revision() + 1);
+      *e.mutable_updated_at() = to_timestamp(env_.clock());
+      KIB_TRY(save(txn, e));
+      changed = e;
+    }
+    *resp.mutable_egress() = without_password(std::move(e));
+    return resp;
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("UpdateEgress"), req, req.command_id(), precheck, apply);
+  if (r.ok() && !changed.egress_id().empty()) publish(changed, drain);
+  return r;
+}
+
+Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgressRequest& req) {
+  using Resp = ctrl::DeleteEgressResponse;
+  bool deleted = false;
+  auto precheck = [&]() -> Status { return require_id(req.egress_id()); };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto cur = must_load(txn, req.egress_id());
+    if (!cur.ok()) return std::move(cur).error();
+    auto used = txn.egress_referenced(req.egress_id(), /*udp_only=*/false);
+    if (!used.ok()) return std::move(used).error();
+    if (*used)
+      return Error{Code::failed_precondition, "egress \"" + req.egress_id() +
+                                                  "\" is referenced by the policy of a Workspace"};
+    KIB_TRY(txn.mark_deleted(store::Kind::egress, req.egress_id()));
+    deleted = true;
+    return Resp();
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("DeleteEgress"), req, req.command_id(), precheck, apply);
+  if (r.ok() && deleted) env_.runtime.egress_deleted(req.egress_id());
+  return r;
+}
+
+Result<ctrl::UpdateEgressLabelsResponse> EgressService::update_labels(const ctrl::UpdateEgressLabelsRequest& req) {
+  using Resp = ctrl::UpdateEgressLabelsResponse;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(require_id(req.egress_id()));
+    return validate_labels(req.labels());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto e = must_load(txn, req.egress_id());
+    if (!e.ok()) return std::move(e).error();
+    auto changed = replace_labels(*e, req.expected_labels_revision(), req.labels());
+    if (!changed.ok()) return std::move(changed).error();
+    if (*changed) KIB_TRY(save(txn, *e));
+    Resp resp;
+    *resp.mutable_egress() = without_password(std::move(e).value());
+    return resp;
+  };
+  return env_.commands.run<Resp>(kService + std::string("UpdateEgressLabels"), req, req.command_id(), precheck, apply);
+}
+
+Result<ctrl::UpdateEgressAnnotationsResponse> EgressService::update_annotations(
+    const ctrl::UpdateEgressAnnotationsRequest& req) {
+  using Resp = ctrl::UpdateEgressAnnotationsResponse;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(require_id(req.egress_id()));
+    return validate_annotations(req.annotations());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto e = must_load(txn, req.egress_id());
+    if (!e.ok()) return std::move(e).error();
+    auto changed = replace_annotations(*e, req.expected_annotations_revision(), req.annotations());
+    if (!changed.ok()) return std::move(changed).error();
+    if (*changed) KIB_TRY(save(txn, *e));
+    Resp resp;
+    *resp.mutable_egress() = without_password(std::move(e).value());
+    return resp;
+  };
+  return env_.commands.run<Resp>(kService + std::string("UpdateEgressAnnotations"), req, req.command_id(), precheck,
+                                 apply);
+}
+
+Status EgressService::publish_all() {
+  std::vector<ctrl::Egress> all;
+  Status failed;
+  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
+    return txn.scan(store::Kind::egress, 0, [&](store::ResourceRow&& row) {
+      auto e = decode_stored<ctrl::Egress>(row);
+      if (!e.ok()) {
+        failed = std::move(e).error();
+        return false;
+      }
+      all.push_back(std::move(e).value());
+      return true;
+    });
+  }));
+  if (!failed.ok()) return failed;
+  for (const auto& e : all) publish(e, 0);
+  return {};
+}
+
+void EgressService::register_methods(MethodRegistry& reg) {
+  const std::string s = kService;
+  reg.add<ctrl::CreateEgressRequest, ctrl::CreateEgressResponse>(
+      s + "CreateEgress", [this](const auto& r, const CallContext&) { return create(r); });
+  reg.add<ctrl::GetEgressRequest, ctrl::GetEgressResponse>(
+      s + "GetEgress", [this](const auto& r, const CallContext&) { return get(r); });
+  reg.add<ctrl::ListEgressesRequest, ctrl::ListEgressesResponse>(
+      s + "ListEgresses", [this](const auto& r, const CallContext&) { return list(r); });
+  reg.add<ctrl::UpdateEgressRequest, ctrl::UpdateEgressResponse>(
+      s + "UpdateEgress", [this](const auto& r, const CallContext&) { return update(r); });
+  reg.add<ctrl::DeleteEgressRequest, ctrl::DeleteEgressResponse>(
+      s + "DeleteEgress", [this](const auto& r, const CallContext&) { return remove(r); });
+  reg.add<ctrl::UpdateEgressLabelsRequest, ctrl::UpdateEgressLabelsResponse>(
+      s + "UpdateEgressLabels", [this](const auto& r, const CallContext&) { return update_labels(r); });
+  reg.add<ctrl::UpdateEgressAnnotationsRequest, ctrl::UpdateEgressAnnotationsResponse>(
+      s + "UpdateEgressAnnotations", [this](const auto& r, const CallContext&) { return update_annotations(r); });
+}
+
+}  // namespace kib::api

@@ -1,0 +1,23 @@
+#pragma once
+// The checks CreateEgress and UpdateEgress run on an EgressSpec before storing it.
+#include <string>
+#include <vector>
+
+#include "agent/api/services/service_env.h"
+#include "kibotos/ctrl/v1/egress.pb.h"
+
+namespace kib::api {
+
+inline constexpr size_t kMaxCredentialBytes = 255;        // RFC 1929
+inline constexpr size_t kMaxCaCertBytes = 64 * 1024;
+
+// invalid_argument naming the field. Resolves a hostname endpoint once through
+// resolve: "a hostname that resolves into [a special-purpose range] when the server
+// resolves it once, is invalid_argument"; one that does not resolve is accepted.
+Status validate_egress_spec(const ::kibotos::ctrl::v1::EgressSpec& spec, const policy::EndpointAddressPolicy& policy,
+                            const ResolveFn& resolve);
+
+// ok when pem holds at least one certificate and nothing malformed.
+Status validate_ca_cert(const std::string& pem);
+
+}  // namespace kib::api

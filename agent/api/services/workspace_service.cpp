@@ -1,0 +1,286 @@
+#include "agent/api/services/workspace_service.h"
+
+#include "agent/api/conventions/proto_bytes.h"
+#include "agent/api/services/list_page.h"
+#include "agent/api/services/metadata_update.h"
+#include "agent/api/services/netns_identity.h"
+#include "agent/api/services/stored_resources.h"
+#include "agent/api/services/workspace_policy.h"
+
+namespace kib::api {
+namespace {
+
+constexpr const char* kService = "kibotos.ctrl.v1.WorkspaceService/";
+
+Status require_id(const std::string& id) {
+  if (id.empty()) return Error{Code::invalid_argument, "workspace_id is required"};
+  return {};
+}
+
+Result<ctrl::Workspace> must_load(store::Transaction& txn, const std::string& id) {
+  auto w = load_workspace(txn, id);
+  if (!w.ok()) return std::move(w).error();
+  if (!w->has_value()) return workspace_not_found(id);
+  return std::move(**w);
+}
+
+Status save(store::Transaction& txn, const ctrl::Workspace& w) {
+  return txn.update(store::Kind::workspace, w.workspace_id(), w.SerializeAsString());
+}
+
+// The policy as the server keeps it: "network_policy.revision is ignored" in writes.
+ctrl::NetworkPolicy content_of(ctrl::NetworkPolicy p) {
+  p.set_revision(0);
+  return p;
+}
+
+}  // namespace
+
+ctrl::NetworkPolicyStatus WorkspaceService::status_of(const std::string& id) const {
+  ctrl::NetworkPolicyStatus s = env_.runtime.workspace_status(id);
+  if (s.error().empty()) {
+    std::lock_guard<std::mutex> g(errors_mu_);
+    auto it = apply_errors_.find(id);
+    if (it != apply_errors_.end()) s.set_error(it->second);
+  }
+  return s;
+}
+
+ctrl::Workspace WorkspaceService::with_status(ctrl::Workspace w) const {
+  *w.mutable_network_policy_status() = status_of(w.workspace_id());
+  return w;
+}
+
+void WorkspaceService::apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds) {
+  Status s = env_.runtime.workspace_applied(w.workspace_id(), w.netns(), w.network_policy(), drain_seconds);
+  std::lock_guard<std::mutex> g(errors_mu_);
+  if (s.ok())
+    apply_errors_.erase(w.workspace_id());
+  else
+    apply_errors_[w.workspace_id()] = s.error().message;
+}
+
+Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::CreateWorkspaceRequest& req) {
+  using Resp = ctrl::CreateWorkspaceResponse;
+  store::NetnsKey key;
+  ctrl::Workspace created;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(validate_labels(req.labels()));
+    KIB_TRY(validate_annotations(req.annotations()));
+    KIB_TRY(validate_policy_shape(req.network_policy()));
+    auto k = network_namespace_identity(req.netns());
+    if (!k.ok()) return std::move(k).error();
+    key = *k;
+    return {};
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    KIB_TRY(check_policy_refs(txn, req.network_policy()));
+    auto attached = txn.netns_attached(key);
+    if (!attached.ok()) return std::move(attached).error();
+    if (*attached)
+      return Error{Code::failed_precondition, "netns \"" + req.netns() + "\" is already attached to a Workspace"};
+    auto now = to_timestamp(env_.clock());
+    ctrl::Workspace w;
+    w.set_workspace_id(store::random_id("ws-"));
+    w.set_netns(req.netns());
+    *w.mutable_network_policy() = content_of(req.network_policy());
+    w.mutable_network_policy()->set_revision(1);
+    *w.mutable_created_at() = now;
+    *w.mutable_updated_at() = now;
+    *w.mutable_labels() = req.labels();
+    *w.mutable_annotations() = req.annotations();
+    w.set_labels_revision(1);
+    w.set_annotations_revision(1);
+    auto seq = txn.insert(store::Kind::workspace, w.workspace_id(), w.SerializeAsString(), key);
+    if (!seq.ok()) return std::move(seq).error();
+    KIB_TRY(txn.set_refs(w.workspace_id(), policy_refs(w.network_policy())));
+    created = w;
+    Resp resp;
+    *resp.mutable_workspace() = w;
+    return resp;
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(), precheck, apply);
+  if (!r.ok()) return r;
+  if (!created.workspace_id().empty()) apply_to_runtime(created, 0);
+  *r->mutable_workspace() = with_status(r->workspace());
+  return r;
+}
+
+Result<ctrl::GetWorkspaceResponse> WorkspaceService::get(const ctrl::GetWorkspaceRequest& req) {
+  KIB_TRY(require_id(req.workspace_id()));
+  ctrl::GetWorkspaceResponse resp;
+  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
+    auto w = must_load(txn, req.workspace_id());
+    if (!w.ok()) return std::move(w).error();
+    *resp.mutable_workspace() = std::move(w).value();
+    return {};
+  }));
+  *resp.mutable_workspace() = with_status(resp.workspace());
+  return resp;
+}
+
+Result<ctrl::ListWorkspacesResponse> WorkspaceService::list(const ctrl::ListWorkspacesRequest& req) {
+  ctrl::ListWorkspacesResponse resp;
+  ListQuery q{store::Kind::workspace, "workspace", req.page_size(), req.page_token(), &req.label_selector()};
+  auto next = list_page(env_.store, q, [&](const store::ResourceRow& row, bool append) -> Result<bool> {
+    auto w = decode_stored<ctrl::Workspace>(row);
+    if (!w.ok()) return std::move(w).error();
+    if (!selector_matches(req.label_selector(), w->labels())) return false;
+    if (append) *resp.add_workspaces() = std::move(w).value();
+    return true;
+  });
+  if (!next.ok()) return std::move(next).error();
+  resp.set_next_page_token(*next);
+  for (auto& w : *resp.mutable_workspaces()) *w.mutable_network_policy_status() = status_of(w.workspace_id());
+  return resp;
+}
+
+Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const ctrl::UpdateNetworkPolicyRequest& req) {
+  using Resp = ctrl::UpdateNetworkPolicyResponse;
+  uint32_t drain = 0;
+  ctrl::Workspace changed;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(require_id(req.workspace_id()));
+    KIB_TRY(require_expected(req.expected_revision(), "expected_revision"));
+    auto d = drain_seconds_of(req);
+    if (!d.ok()) return std::move(d).error();
+    drain = *d;
+    return validate_policy_shape(req.network_policy());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto cur = must_load(txn, req.workspace_id());
+    if (!cur.ok()) return std::move(cur).error();
+    ctrl::Workspace w = std::move(cur).value();
+    uint64_t revision = w.network_policy().revision();
+    if (revision != req.expected_revision())
+      return Error{Code::aborted, "expected_revision " + std::to_string(req.expected_revision()) +
+                                      " does not match the current policy revision " + std::to_string(revision)};
+    ctrl::NetworkPolicy next = content_of(req.network_policy());
+    // The revision "moves only when the policy's content changes".
+    if (!same_content(content_of(w.network_policy()), next)) {
+      KIB_TRY(check_policy_refs(txn, next));
+      next.set_revision(revision + 1);
+      *w.mutable_network_policy() = next;
+      *w.mutable_updated_at() = to_timestamp(env_.clock());
+      KIB_TRY(save(txn, w));
+      KIB_TRY(txn.set_refs(w.workspace_id(), policy_refs(next)));
+      changed = w;
+    }
+    Resp resp;
+    *resp.mutable_workspace() = std::move(w);
+    return resp;
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck,
+                                   apply);
+  if (!r.ok()) return r;
+  if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
+  *r->mutable_workspace() = with_status(r->workspace());
+  return r;
+}
+
+Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::DeleteWorkspaceRequest& req) {
+  using Resp = ctrl::DeleteWorkspaceResponse;
+  bool deleted = false;
+  auto precheck = [&]() -> Status { return require_id(req.workspace_id()); };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto cur = must_load(txn, req.workspace_id());
+    if (!cur.ok()) return std::move(cur).error();
+    KIB_TRY(txn.mark_deleted(store::Kind::workspace, req.workspace_id()));
+    KIB_TRY(txn.set_refs(req.workspace_id(), {}));
+    deleted = true;
+    return Resp();
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("DeleteWorkspace"), req, req.command_id(), precheck, apply);
+  if (r.ok() && deleted) {
+    env_.runtime.workspace_deleted(req.workspace_id());
+    std::lock_guard<std::mutex> g(errors_mu_);
+    apply_errors_.erase(req.workspace_id());
+  }
+  return r;
+}
+
+Result<ctrl::UpdateWorkspaceLabelsResponse> WorkspaceService::update_labels(
+    const ctrl::UpdateWorkspaceLabelsRequest& req) {
+  using Resp = ctrl::UpdateWorkspaceLabelsResponse;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(require_id(req.workspace_id()));
+    return validate_labels(req.labels());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto w = must_load(txn, req.workspace_id());
+    if (!w.ok()) return std::move(w).error();
+    auto changed = replace_labels(*w, req.expected_labels_revision(), req.labels());
+    if (!changed.ok()) return std::move(changed).error();
+    if (*changed) KIB_TRY(save(txn, *w));
+    Resp resp;
+    *resp.mutable_workspace() = std::move(w).value();
+    return resp;
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("UpdateWorkspaceLabels"), req, req.command_id(), precheck,
+                                   apply);
+  if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
+  return r;
+}
+
+Result<ctrl::UpdateWorkspaceAnnotationsResponse> WorkspaceService::update_annotations(
+    const ctrl::UpdateWorkspaceAnnotationsRequest& req) {
+  using Resp = ctrl::UpdateWorkspaceAnnotationsResponse;
+  auto precheck = [&]() -> Status {
+    KIB_TRY(require_id(req.workspace_id()));
+    return validate_annotations(req.annotations());
+  };
+  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    auto w = must_load(txn, req.workspace_id());
+    if (!w.ok()) return std::move(w).error();
+    auto changed = replace_annotations(*w, req.expected_annotations_revision(), req.annotations());
+    if (!changed.ok()) return std::move(changed).error();
+    if (*changed) KIB_TRY(save(txn, *w));
+    Resp resp;
+    *resp.mutable_workspace() = std::move(w).value();
+    return resp;
+  };
+  auto r = env_.commands.run<Resp>(kService + std::string("UpdateWorkspaceAnnotations"), req, req.command_id(),
+                                   precheck, apply);
+  if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
+  return r;
+}
+
+Status WorkspaceService::publish_all() {
+  std::vector<ctrl::Workspace> all;
+  Status failed;
+  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
+    return txn.scan(store::Kind::workspace, 0, [&](store::ResourceRow&& row) {
+      auto w = decode_stored<ctrl::Workspace>(row);
+      if (!w.ok()) {
+        failed = std::move(w).error();
+        return false;
+      }
+      all.push_back(std::move(w).value());
+      return true;
+    });
+  }));
+  if (!failed.ok()) return failed;
+  // One namespace that is gone is reported in its status, not fatal for the others.
+  for (const auto& w : all) apply_to_runtime(w, 0);
+  return {};
+}
+
+void WorkspaceService::register_methods(MethodRegistry& reg) {
+  const std::string s = kService;
+  reg.add<ctrl::CreateWorkspaceRequest, ctrl::CreateWorkspaceResponse>(
+      s + "CreateWorkspace", [this](const auto& r, const CallContext&) { return create(r); });
+  reg.add<ctrl::GetWorkspaceRequest, ctrl::GetWorkspaceResponse>(
+      s + "GetWorkspace", [this](const auto& r, const CallContext&) { return get(r); });
+  reg.add<ctrl::ListWorkspacesRequest, ctrl::ListWorkspacesResponse>(
+      s + "ListWorkspaces", [this](const auto& r, const CallContext&) { return list(r); });
+  reg.add<ctrl::UpdateNetworkPolicyRequest, ctrl::UpdateNetworkPolicyResponse>(
+      s + "UpdateNetworkPolicy", [this](const auto& r, const CallContext&) { return update_policy(r); });
+  reg.add<ctrl::DeleteWorkspaceRequest, ctrl::DeleteWorkspaceResponse>(
+      s + "DeleteWorkspace", [this](const auto& r, const CallContext&) { return remove(r); });
+  reg.add<ctrl::UpdateWorkspaceLabelsRequest, ctrl::UpdateWorkspaceLabelsResponse>(
+      s + "UpdateWorkspaceLabels", [this](const auto& r, const CallContext&) { return update_labels(r); });
+  reg.add<ctrl::UpdateWorkspaceAnnotationsRequest, ctrl::UpdateWorkspaceAnnotationsResponse>(
+      s + "UpdateWorkspaceAnnotations", [this](const auto& r, const CallContext&) { return update_annotations(r); });
+}
+
+}  // namespace kib::api

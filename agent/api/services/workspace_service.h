@@ -1,0 +1,45 @@
+#pragma once
+// WorkspaceService: the store side of the RPCs of API.md. The Workspace is committed
+// first, then handed to the runtime; when the runtime cannot enforce it, the
+// Workspace stays stored (the operator can fix the namespace and update, or delete
+// it) and the failure shows in network_policy_status.error.
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "agent/api/connect/method_registry.h"
+#include "agent/api/services/service_env.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
+
+namespace kib::api {
+
+class WorkspaceService {
+ public:
+  explicit WorkspaceService(ServiceEnv& env) : env_(env) {}
+
+  Result<ctrl::CreateWorkspaceResponse> create(const ctrl::CreateWorkspaceRequest& req);
+  Result<ctrl::GetWorkspaceResponse> get(const ctrl::GetWorkspaceRequest& req);
+  Result<ctrl::ListWorkspacesResponse> list(const ctrl::ListWorkspacesRequest& req);
+  Result<ctrl::UpdateNetworkPolicyResponse> update_policy(const ctrl::UpdateNetworkPolicyRequest& req);
+  Result<ctrl::DeleteWorkspaceResponse> remove(const ctrl::DeleteWorkspaceRequest& req);
+  Result<ctrl::UpdateWorkspaceLabelsResponse> update_labels(const ctrl::UpdateWorkspaceLabelsRequest& req);
+  Result<ctrl::UpdateWorkspaceAnnotationsResponse> update_annotations(
+      const ctrl::UpdateWorkspaceAnnotationsRequest& req);
+
+  // Hands every stored Workspace to the runtime (at start, after the Egresses).
+  Status publish_all();
+  void register_methods(MethodRegistry& registry);
+
+ private:
+  void apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds);
+  // network_policy_status as the runtime reports it, with the last apply error when
+  // the runtime's own report has none.
+  ctrl::NetworkPolicyStatus status_of(const std::string& workspace_id) const;
+  ctrl::Workspace with_status(ctrl::Workspace w) const;
+
+  ServiceEnv& env_;
+  mutable std::mutex errors_mu_;
+  std::map<std::string, std::string> apply_errors_;
+};
+
+}  // namespace kib::api
