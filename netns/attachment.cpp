@@ -1,0 +1,78 @@
+#include "netns/attachment.h"
+
+#include "netns/nft_apply.h"
+#include "netns/nft_ruleset.h"
+
+namespace kib::netns {
+namespace {
+
+RoutingParams routing_of(const AttachParams& p) { return RoutingParams{p.mark, p.route_table, p.rule_priority}; }
+
+Result<Listeners> open_listeners(int ns_fd, unsigned count) {
+  Listeners l;
+  auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, count);
+  if (!tcp.ok()) return std::move(tcp).error();
+  auto dns_udp = open_transparent_listeners(ns_fd, Transport::udp, count);
+  if (!dns_udp.ok()) return std::move(dns_udp).error();
+  auto dns_tcp = open_transparent_listeners(ns_fd, Transport::tcp, count);
+  if (!dns_tcp.ok()) return std::move(dns_tcp).error();
+  l.tcp = std::move(*tcp);
+  l.dns_udp = std::move(*dns_udp);
+  l.dns_tcp = std::move(*dns_tcp);
+  return l;
+}
+
+}  // namespace
+
+RoutingParams Attachment::routing() const { return routing_of(params_); }
+
+Status Attachment::apply_table() const {
+  return apply_nft(ns_.fd(), build_ruleset(RulesetParams{params_.policy, ports_, params_.mark}));
+}
+
+Result<Attachment> Attachment::attach(const std::string& path, const AttachParams& params) {
+  auto ns = NamespaceHandle::open(path);
+  if (!ns.ok()) return std::move(ns).error();
+  Attachment a(std::move(*ns), params);
+  // Ports are 0 here: the table drops covered traffic until the listeners exist.
+  KIB_TRY(a.apply_table());
+  KIB_TRY(install_policy_routing(a.ns_.fd(), a.routing()));
+  auto listeners = open_listeners(a.ns_.fd(), params.listeners_per_family);
+  if (!listeners.ok()) return std::move(listeners).error();
+  a.listeners_ = std::move(*listeners);
+  a.ports_ = TproxyPorts{a.listeners_.tcp.port, a.listeners_.dns_udp.port, a.listeners_.dns_tcp.port};
+  KIB_TRY(a.apply_table());
+  return a;
+}
+
+Status Attachment::remove_stale(const std::string& path, const AttachParams& params) {
+  auto ns = NamespaceHandle::open(path);
+  if (!ns.ok()) return std::move(ns).error();
+  // Table first: without it nothing carries the mark, so the rules are inert.
+  KIB_TRY(apply_nft(ns->fd(), build_table_removal()));
+  return remove_policy_routing(ns->fd(), routing_of(params));
+}
+
+Status Attachment::update(const RulesetPolicy& policy) {
+  RulesetPolicy previous = std::move(params_.policy);
+  params_.policy = policy;
+  Status st = apply_table();
+  // A failed transaction changed nothing in the kernel: keep describing what is there.
+  if (!st.ok()) params_.policy = std::move(previous);
+  return st;
+}
+
+Status Attachment::detach() {
+  KIB_TRY(apply_nft(ns_.fd(), build_table_removal()));
+  KIB_TRY(remove_policy_routing(ns_.fd(), routing()));
+  listeners_ = Listeners{};
+  return {};
+}
+
+Listeners Attachment::take_listeners() {
+  Listeners out = std::move(listeners_);
+  listeners_ = Listeners{};
+  return out;
+}
+
+}  // namespace kib::netns

@@ -1,0 +1,75 @@
+#pragma once
+// A Workspace namespace attached to the agent: its nftables table, policy routing and
+// transparent listeners. The runtime owns one per Workspace.
+//
+// Order matters for "fail closed ... while still setting a namespace up": the table
+// is installed first without TPROXY targets (covered traffic dropped), then the
+// routing and listeners, then the full table, each table write one transaction.
+// Destroying an Attachment does not remove anything from the kernel: while the agent
+// is stopped the table stays and drops covered traffic. Only detach() removes it.
+#include <cstdint>
+#include <string>
+
+#include "agent/common/result.h"
+#include "netns/namespace_handle.h"
+#include "netns/policy_routing.h"
+#include "netns/ruleset_spec.h"
+#include "netns/transparent_listener.h"
+
+namespace kib::netns {
+
+inline constexpr uint32_t kDefaultMark = 0x6b696201;  // "kib" 1
+inline constexpr uint32_t kDefaultRouteTable = 27497;
+inline constexpr uint32_t kDefaultRulePriority = 100;
+
+struct AttachParams {
+  RulesetPolicy policy;
+  unsigned listeners_per_family = 1;  // = data-plane loops (SO_REUSEPORT siblings)
+  uint32_t mark = kDefaultMark;
+  uint32_t route_table = kDefaultRouteTable;
+  uint32_t rule_priority = kDefaultRulePriority;
+};
+
+struct Listeners {
+  ListenerSet tcp;      // covered TCP; getsockname() on an accepted fd = original dst
+  ListenerSet dns_udp;  // intercepted DNS/UDP; original dst in IP(V6)_RECVORIGDSTADDR
+  ListenerSet dns_tcp;  // intercepted DNS/TCP
+};
+
+class Attachment {
+ public:
+  // Opens the namespace and installs everything. A stale table or rules left by a
+  // crashed agent are replaced (re-attach reconciles). On failure after the first
+  // table write the drop-only table stays: covered traffic stays blocked.
+  static Result<Attachment> attach(const std::string& path, const AttachParams& params);
+
+  // Removes the table, rules and routes the agent may have left in a namespace it
+  // no longer attaches (e.g. a Workspace deleted while the agent was down).
+  static Status remove_stale(const std::string& path, const AttachParams& params);
+
+  // Swaps the table for the new policy in one transaction.
+  Status update(const RulesetPolicy& policy);
+
+  // Removes the table, the rules and routes; closes the listeners still held here.
+  // Idempotent.
+  Status detach();
+
+  // Moves the listener fds to the caller (the data plane); ports() stays valid.
+  Listeners take_listeners();
+  TproxyPorts ports() const { return ports_; }
+  const RulesetPolicy& policy() const { return params_.policy; }
+  const NamespaceHandle& ns() const { return ns_; }
+  bool namespace_alive() const { return ns_.alive(); }
+
+ private:
+  Attachment(NamespaceHandle ns, AttachParams params) : ns_(std::move(ns)), params_(std::move(params)) {}
+  Status apply_table() const;
+  RoutingParams routing() const;
+
+  NamespaceHandle ns_;
+  AttachParams params_;
+  TproxyPorts ports_;
+  Listeners listeners_;
+};
+
+}  // namespace kib::netns

@@ -1,0 +1,55 @@
+#pragma once
+// An open network namespace (by path, e.g. /run/netns/NAME) and a way to run code
+// inside it without moving the calling thread.
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "agent/common/result.h"
+#include "agent/common/unique_fd.h"
+
+namespace kib::netns {
+
+class NamespaceHandle {
+ public:
+  // invalid_argument when the path is not a network namespace, failed_precondition
+  // when it does not exist.
+  static Result<NamespaceHandle> open(const std::string& path);
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  dev_t dev() const { return dev_; }
+  ino_t ino() const { return ino_; }
+  // True while the path still names the namespace we hold (`ip netns del` unmounts
+  // it; our fd keeps the namespace itself alive, but nobody else can reach it).
+  bool alive() const;
+
+ private:
+  NamespaceHandle(UniqueFd fd, std::string path, dev_t dev, ino_t ino)
+      : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
+  UniqueFd fd_;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+// Runs fn on a short-lived thread that has setns()'d into the namespace `ns_fd`; the
+// calling thread never changes namespace. Sockets fn creates stay in that namespace.
+Status run_in_netns_void(int ns_fd, const std::function<Status()>& fn);
+
+// Typed form: returns fn's Result<T>.
+template <typename T>
+Result<T> run_in_netns(int ns_fd, const std::function<Result<T>()>& fn) {
+  std::optional<Result<T>> out;
+  Status st = run_in_netns_void(ns_fd, [&]() -> Status {
+    out.emplace(fn());
+    return {};
+  });
+  if (!st.ok()) return std::move(st).error();
+  return std::move(*out);
+}
+
+}  // namespace kib::netns

@@ -1,0 +1,57 @@
+#include "netns/ruleset_spec.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <charconv>
+
+namespace kib::netns {
+
+Result<Prefix> Prefix::parse(std::string_view text) {
+  auto bad = [&](const char* why) {
+    return make_error(Code::invalid_argument, "invalid CIDR \"" + std::string(text) + "\": " + why);
+  };
+  std::string_view host = text;
+  std::string_view len_text;
+  if (auto slash = text.find('/'); slash != std::string_view::npos) {
+    host = text.substr(0, slash);
+    len_text = text.substr(slash + 1);
+  }
+  Prefix p;
+  std::string host_str(host);
+  if (inet_pton(AF_INET, host_str.c_str(), p.addr.data()) == 1) {
+    p.family = AF_INET;
+  } else if (inet_pton(AF_INET6, host_str.c_str(), p.addr.data()) == 1) {
+    p.family = AF_INET6;
+  } else {
+    return bad("not an IPv4 or IPv6 address");
+  }
+  unsigned max = p.family == AF_INET ? 32 : 128;
+  unsigned len = max;
+  if (!len_text.empty() || text.find('/') != std::string_view::npos) {
+    auto [ptr, ec] = std::from_chars(len_text.data(), len_text.data() + len_text.size(), len);
+    if (ec != std::errc() || ptr != len_text.data() + len_text.size() || len > max)
+      return bad("bad prefix length");
+  }
+  p.length = static_cast<uint8_t>(len);
+  for (unsigned bit = len; bit < max; ++bit)
+    if (p.addr[bit / 8] & (0x80 >> (bit % 8))) return bad("host bits set");
+  return p;
+}
+
+std::string Prefix::to_string() const {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(family, addr.data(), buf, sizeof buf);
+  return std::string(buf) + "/" + std::to_string(length);
+}
+
+bool Prefix::contains(const Prefix& other) const {
+  if (family != other.family || other.length < length) return false;
+  for (unsigned bit = 0; bit < length; ++bit) {
+    uint8_t m = 0x80 >> (bit % 8);
+    if ((addr[bit / 8] & m) != (other.addr[bit / 8] & m)) return false;
+  }
+  return true;
+}
+
+}  // namespace kib::netns

@@ -1,0 +1,122 @@
+#include "netns/transparent_listener.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "agent/common/errno_error.h"
+#include "netns/namespace_handle.h"
+
+namespace kib::netns {
+namespace {
+
+constexpr int kPortAttempts = 16;
+
+Status set_int(int fd, int level, int opt, const char* name) {
+  int one = 1;
+  if (::setsockopt(fd, level, opt, &one, sizeof one) != 0) return errno_error(std::string("setsockopt ") + name);
+  return {};
+}
+
+Status make_transparent(int fd, int family, Transport transport) {
+  if (family == AF_INET) {
+    KIB_TRY(set_int(fd, SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT"));
+    if (transport == Transport::udp) KIB_TRY(set_int(fd, SOL_IP, IP_RECVORIGDSTADDR, "IP_RECVORIGDSTADDR"));
+    return {};
+  }
+  KIB_TRY(set_int(fd, SOL_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY"));
+  KIB_TRY(set_int(fd, SOL_IPV6, IPV6_TRANSPARENT, "IPV6_TRANSPARENT"));
+  if (transport == Transport::udp) KIB_TRY(set_int(fd, SOL_IPV6, IPV6_RECVORIGDSTADDR, "IPV6_RECVORIGDSTADDR"));
+  return {};
+}
+
+Result<uint16_t> bound_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_error("getsockname");
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+// One socket on the wildcard address of `family`; port 0 lets the kernel choose.
+Result<UniqueFd> open_one(int family, Transport transport, uint16_t port) {
+  int type = (transport == Transport::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | SOCK_NONBLOCK;
+  UniqueFd fd(::socket(family, type, 0));
+  if (!fd) return errno_error("socket");
+  KIB_TRY(set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT"));
+  KIB_TRY(make_transparent(fd.get(), family, transport));
+  sockaddr_storage ss{};
+  socklen_t len;
+  if (family == AF_INET) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = htonl(INADDR_ANY);
+    sin->sin_port = htons(port);
+    len = sizeof *sin;
+  } else {
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_addr = in6addr_any;
+    sin6->sin6_port = htons(port);
+    len = sizeof *sin6;
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    int err = errno;
+    return errno_error("bind transparent socket", err, err == EADDRINUSE ? Code::aborted : Code::internal);
+  }
+  if (transport == Transport::tcp && ::listen(fd.get(), SOMAXCONN) != 0) return errno_error("listen");
+  return fd;
+}
+
+Result<ListenerSet> open_set(Transport transport, unsigned count) {
+  auto first = open_one(AF_INET, transport, 0);
+  if (!first.ok()) return std::move(first).error();
+  auto port = bound_port(first->get());
+  if (!port.ok()) return std::move(port).error();
+  ListenerSet set;
+  set.port = *port;
+  set.v4.push_back(std::move(*first));
+  for (unsigned i = 0; i < 2 * count - 1; ++i) {
+    int family = i + 1 < count ? AF_INET : AF_INET6;
+    auto s = open_one(family, transport, set.port);
+    if (!s.ok()) return std::move(s).error();
+    (family == AF_INET ? set.v4 : set.v6).push_back(std::move(*s));
+  }
+  return set;
+}
+
+}  // namespace
+
+Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count) {
+  if (count == 0) return make_error(Code::invalid_argument, "listener count must be at least 1");
+  return run_in_netns<ListenerSet>(ns_fd, [&]() -> Result<ListenerSet> {
+    // The kernel picks a free v4 port; the v6 wildcard may hold it already, so retry
+    // with another port a bounded number of times.
+    for (int attempt = 0;; ++attempt) {
+      auto set = open_set(transport, count);
+      if (set.ok() || set.error().code != Code::aborted || attempt + 1 == kPortAttempts) return set;
+    }
+  });
+}
+
+Result<UniqueFd> open_transparent_reply_socket(int ns_fd, const sockaddr* local, socklen_t len) {
+  if (local->sa_family != AF_INET && local->sa_family != AF_INET6)
+    return make_error(Code::invalid_argument, "reply socket address must be IPv4 or IPv6");
+  return run_in_netns<UniqueFd>(ns_fd, [&]() -> Result<UniqueFd> {
+    UniqueFd fd(::socket(local->sa_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) return errno_error("socket");
+    // Several guests may ask the same address: each reply socket shares it.
+    KIB_TRY(set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR"));
+    if (local->sa_family == AF_INET) {
+      KIB_TRY(set_int(fd.get(), SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT"));
+    } else {
+      KIB_TRY(set_int(fd.get(), SOL_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY"));
+      KIB_TRY(set_int(fd.get(), SOL_IPV6, IPV6_TRANSPARENT, "IPV6_TRANSPARENT"));
+    }
+    if (::bind(fd.get(), local, len) != 0) return errno_error("bind reply socket");
+    return fd;
+  });
+}
+
+}  // namespace kib::netns

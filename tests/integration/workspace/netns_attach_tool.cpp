@@ -1,0 +1,186 @@
+// netns-attach-tool: attaches one namespace with a NetworkPolicy (JSON) through the
+// netns library and stands in for the data plane in tests, until the real agent
+// relays. Not installed.
+//
+//   netns-attach-tool [--loops N] NETNS_PATH POLICY_JSON
+//
+// Prints "READY tcp=P dns_udp=Q dns_tcp=R", then one line per intercepted connection
+// or datagram: "ACCEPT tcp|dns_tcp ORIG_IP ORIG_PORT PEER_IP PEER_PORT" /
+// "DNS udp ORIG_IP ORIG_PORT PEER_IP PEER_PORT"; each peer is answered
+// "ORIGDST ORIG_IP ORIG_PORT\n" (DNS from a transparent reply socket bound to the
+// original destination). Commands on stdin: "update POLICY_JSON", "detach".
+#include <arpa/inet.h>
+#include <google/protobuf/util/json_util.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "netns/attachment.h"
+#include "netns/policy_from_proto.h"
+
+namespace {
+
+using namespace kib::netns;
+
+std::string addr_port(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    auto* s = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &s->sin_addr, buf, sizeof buf);
+    return std::string(buf) + " " + std::to_string(ntohs(s->sin_port));
+  }
+  auto* s = reinterpret_cast<const sockaddr_in6*>(&ss);
+  inet_ntop(AF_INET6, &s->sin6_addr, buf, sizeof buf);
+  return std::string(buf) + " " + std::to_string(ntohs(s->sin6_port));
+}
+
+kib::Result<RulesetPolicy> parse_policy(const std::string& json) {
+  kibotos::ctrl::v1::NetworkPolicy proto;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &proto);
+  if (!st.ok()) return kib::make_error(kib::Code::invalid_argument, "policy JSON: " + st.ToString());
+  return ruleset_policy_from_proto(proto);
+}
+
+void say(const std::string& line) {
+  std::cout << line << std::endl;  // flushed: the test reads line by line
+}
+
+struct Socket {
+  int fd;
+  enum Kind { tcp, dns_tcp, dns_udp } kind;
+};
+
+void serve_tcp(int listen_fd, const char* label) {
+  sockaddr_storage peer{}, orig{};
+  socklen_t plen = sizeof peer, olen = sizeof orig;
+  int c = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC);
+  if (c < 0) return;
+  // The accepted socket's local address is the guest's original destination.
+  getsockname(c, reinterpret_cast<sockaddr*>(&orig), &olen);
+  say(std::string("ACCEPT ") + label + " " + addr_port(orig) + " " + addr_port(peer));
+  std::string reply = "ORIGDST " + addr_port(orig) + "\n";
+  if (write(c, reply.data(), reply.size()) < 0) { /* the peer may be gone */ }
+  close(c);
+}
+
+void serve_udp(int fd, int ns_fd) {
+  char data[2048];
+  char control[256];
+  sockaddr_storage peer{};
+  iovec iov{data, sizeof data};
+  msghdr msg{};
+  msg.msg_name = &peer;
+  msg.msg_namelen = sizeof peer;
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  if (recvmsg(fd, &msg, 0) < 0) return;
+  sockaddr_storage orig{};
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if ((c->cmsg_level == SOL_IP && c->cmsg_type == IP_ORIGDSTADDR) ||
+        (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_ORIGDSTADDR))
+      std::memcpy(&orig, CMSG_DATA(c), std::min<size_t>(c->cmsg_len - CMSG_LEN(0), sizeof orig));
+  }
+  say("DNS udp " + addr_port(orig) + " " + addr_port(peer));
+  socklen_t olen = orig.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  auto reply_fd = open_transparent_reply_socket(ns_fd, reinterpret_cast<sockaddr*>(&orig), olen);
+  if (!reply_fd.ok()) {
+    say("ERROR reply socket: " + reply_fd.error().message);
+    return;
+  }
+  std::string reply = "ORIGDST " + addr_port(orig) + "\n";
+  sendto(reply_fd->get(), reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&peer), msg.msg_namelen);
+}
+
+// Returns false when the tool should exit.
+bool handle_command(const std::string& line, Attachment& a) {
+  if (line == "detach") {
+    auto st = a.detach();
+    say(st.ok() ? "DETACHED" : "ERROR " + st.error().message);
+    return false;
+  }
+  if (line.rfind("update ", 0) == 0) {
+    auto policy = parse_policy(line.substr(7));
+    kib::Status st = policy.ok() ? a.update(*policy) : kib::Status(policy.error());
+    say(st.ok() ? "UPDATED" : "ERROR " + st.error().message);
+    return true;
+  }
+  say("ERROR unknown command");
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  unsigned loops = 1;
+  int i = 1;
+  if (argc > 2 && std::string(argv[1]) == "--loops") {
+    loops = static_cast<unsigned>(std::stoul(argv[2]));
+    i = 3;
+  }
+  if (argc - i != 2) {
+    std::cerr << "usage: netns-attach-tool [--loops N] NETNS_PATH POLICY_JSON\n";
+    return 2;
+  }
+  auto policy = parse_policy(argv[i + 1]);
+  if (!policy.ok()) {
+    std::cerr << policy.error().message << "\n";
+    return 2;
+  }
+  AttachParams params;
+  params.policy = *policy;
+  params.listeners_per_family = loops;
+  auto attached = Attachment::attach(argv[i], params);
+  if (!attached.ok()) {
+    std::cerr << "attach: " << attached.error().message << "\n";
+    return 1;
+  }
+  Attachment& a = *attached;
+  Listeners l = a.take_listeners();
+  std::vector<Socket> socks;
+  for (auto* set : {&l.tcp, &l.dns_tcp, &l.dns_udp}) {
+    Socket::Kind kind = set == &l.tcp ? Socket::tcp : set == &l.dns_tcp ? Socket::dns_tcp : Socket::dns_udp;
+    for (auto* v : {&set->v4, &set->v6})
+      for (auto& fd : *v) socks.push_back(Socket{fd.get(), kind});
+  }
+  say("READY tcp=" + std::to_string(a.ports().tcp) + " dns_udp=" + std::to_string(a.ports().dns_udp) +
+      " dns_tcp=" + std::to_string(a.ports().dns_tcp));
+
+  bool stdin_open = true;
+  std::string pending;
+  for (;;) {
+    std::vector<pollfd> pfds;
+    for (const auto& s : socks) pfds.push_back(pollfd{s.fd, POLLIN, 0});
+    pfds.push_back(pollfd{stdin_open ? 0 : -1, POLLIN, 0});
+    if (poll(pfds.data(), pfds.size(), -1) < 0) continue;
+    for (size_t k = 0; k < socks.size(); ++k) {
+      if (!(pfds[k].revents & POLLIN)) continue;
+      if (socks[k].kind == Socket::dns_udp)
+        serve_udp(socks[k].fd, a.ns().fd());
+      else
+        serve_tcp(socks[k].fd, socks[k].kind == Socket::tcp ? "tcp" : "dns_tcp");
+    }
+    if (pfds.back().revents & (POLLIN | POLLHUP)) {
+      char buf[4096];
+      ssize_t n = read(0, buf, sizeof buf);
+      if (n <= 0) {
+        stdin_open = false;  // keep holding the attachment until killed
+        continue;
+      }
+      pending.append(buf, static_cast<size_t>(n));
+      for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        std::string line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (!handle_command(line, a)) return 0;
+      }
+    }
+  }
+}
