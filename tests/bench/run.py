@@ -173,62 +173,87 @@ class Bench:
             return None, f"{type(e).__name__}: {e}" + (f"; agent log: {tail}" if tail else "")
 
     def measure_all(self, name, entry, relay_pid, agent):
-        p, pids, raw, fig = self.p, [relay_pid] if relay_pid else None, entry["raw"], {}
+        self.fig, self.raw = {}, entry["raw"]
+        pids = [relay_pid] if relay_pid else None
+        fams = self.args.families
+        if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
+            self.measure_memory(relay_pid)
+        if "tput" in fams:
+            self.measure_throughput(pids)
+        if "conns" in fams:
+            self.measure_connections(pids)
+        if "lat" in fams:
+            self.measure_latency(pids)
+        if "dns" in fams and name == "routed":
+            self.measure_dns(None, L.INET_IP, "direct", keys=("dns_direct",))
+        elif "dns" in fams and name == "kibotos-1t":
+            self.measure_agent_dns(agent)
+        entry["metrics"] = {k: s for k, v in self.fig.items() if (s := report.summarize(v))}
 
-        def add(key, value):
-            fig.setdefault(key, []).append(value)
+    def add(self, key, value):
+        self.fig.setdefault(key, []).append(value)
 
+    def measure_memory(self, relay_pid):
+        p = self.p
+        rss_fresh = peers.rss_kib(relay_pid) if relay_pid else None
+        # One unmeasured hold first: dante forks helper processes as load grows and keeps
+        # them, so without it the first relay measured would pay the SOCKS server's growth.
+        self.check_time()
+        measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
+        for _ in range(p["runs"]):
+            self.check_time()
+            r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90,
+                             rss_base=rss_fresh)
+            self.raw.setdefault("hold", []).append(r)
+            for k in ("sys_kib_per_conn", "lab_kib_per_conn", "tcp_mem_kib_per_conn"):
+                self.add(k, r[k])
+            self.add("hold_errors", r["errors"])
+            if relay_pid:
+                for k in ("rss_idle_kib", "rss_kib_per_conn", "fd_leak"):
+                    self.add(k, r[k])
+
+    def measure_throughput(self, pids):
+        p = self.p
         for _ in range(p["runs"]):
             for v in p["variants"]:
                 self.check_time()
                 streams, direction = v.split("_")
                 r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids)
-                raw.setdefault(f"iperf_{v}", []).append(r)
-                add(f"tput_{v}", r["gbps"])
+                self.raw.setdefault(f"iperf_{v}", []).append(r)
+                self.add(f"tput_{v}", r["gbps"])
                 if pids:
-                    add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
+                    self.add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
+
+    def measure_connections(self, pids):
+        p = self.p
         for _ in range(p["runs"]):
             self.check_time()
             r = measure.wrk(self.lab, p["wrk_seconds"], p["wrk_conns"], pids)
-            raw.setdefault("wrk", []).append(r)
-            add("conn_per_s", r["conn_per_s"])
-            add("conn_errors", r["errors"])
+            self.raw.setdefault("wrk", []).append(r)
+            self.add("conn_per_s", r["conn_per_s"])
+            self.add("conn_errors", r["errors"])
             if pids:
-                add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])  # µs/conn == ms/1,000 conns
-        for _ in range(p["runs"]):
-            self.check_time()
-            r = measure.latency(self.lab, self.tools, p["lat_n"], pids)
-            raw.setdefault("latency", []).append(r)
-            add("lat_p50_us", r["p50_us"])
-            add("lat_p99_us", r["p99_us"])
-            add("lat_errors", r["errors"])
-        for _ in range(p["runs"]):
-            self.check_time()
-            r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
-            raw.setdefault("hold", []).append(r)
-            add("sys_kib_per_conn", r["sys_kib_per_conn"])
-            add("tcp_mem_kib_per_conn", r["tcp_mem_kib_per_conn"])
-            add("hold_errors", r["errors"])
-            if relay_pid:
-                add("rss_idle_kib", r["rss_idle_kib"])
-                add("rss_kib_per_conn", r["rss_kib_per_conn"])
-                add("fd_leak", r["fd_leak"])
-        if name == "routed":
-            self.measure_dns(fig, raw, None, L.INET_IP, "direct", keys=("dns_direct",))
-        elif name == "kibotos-1t":
-            self.measure_agent_dns(fig, raw, agent)
-        entry["metrics"] = {k: s for k, v in fig.items() if (s := report.summarize(v))}
+                self.add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])  # µs/conn == ms/1,000 conns
 
-    def measure_dns(self, fig, raw, pids, server, how, keys):
+    def measure_latency(self, pids):
+        for _ in range(self.p["runs"]):
+            self.check_time()
+            r = measure.latency(self.lab, self.tools, self.p["lat_n"], pids)
+            self.raw.setdefault("latency", []).append(r)
+            self.add("lat_p50_us", r["p50_us"])
+            self.add("lat_p99_us", r["p99_us"])
+            self.add("lat_errors", r["errors"])
+
+    def measure_dns(self, pids, server, how, keys):
         for _ in range(self.p["runs"]):
             self.check_time()
             r = measure.dns(self.lab, self.tools, server, self.p["dns_n"], self.p["dns_window"], pids)
-            raw.setdefault(f"dns_{how}", []).append(r)
+            self.raw.setdefault(f"dns_{how}", []).append(r)
             for k in keys:
-                fig.setdefault(f"{k}_qps", []).append(r["qps"])
-                fig.setdefault(f"{k}_p99_us", []).append(r["p99_us"])
+                self.add(f"{k}_qps", r["qps"])
+                self.add(f"{k}_p99_us", r["p99_us"])
 
-    def measure_agent_dns(self, fig, raw, agent):
+    def measure_agent_dns(self, agent):
         dante = f"{L.SOCKS_AGENT_IP}:{peers.SOCKS_PORTS['dante']}"
         plain = f"{L.SOCKS_AGENT_IP}:{self.socks_port}"
         for how, transport, addr, udp in (("udp", "udp", dante, True), ("tcp", "tcp", plain, False)):
@@ -241,7 +266,7 @@ class Bench:
                 probe = measure.dns(self.lab, self.tools, L.NO_HOST_IP, 5, 1, None)
                 if probe["answered"] != 5:
                     raise RuntimeError(f"{probe['answered']}/5 probe queries answered")
-                self.measure_dns(fig, raw, [agent.pid], L.NO_HOST_IP, how, keys=(f"dns_{how}",))
+                self.measure_dns([agent.pid], L.NO_HOST_IP, how, keys=(f"dns_{how}",))
             except OutOfTime:
                 raise
             except Exception as e:
@@ -336,11 +361,15 @@ def parse_args(argv):
     ap.add_argument("--agent", default=default_agent(), help="kibotos-agent binary (default: %(default)s)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help="comma-separated subset of: " + ", ".join(MODES))
+    ap.add_argument("--families", default="tput,conns,lat,mem,dns",
+                    help="comma-separated subset of: tput, conns, lat, mem, dns")
+    ap.add_argument("--hold", type=int, help="override the profile's idle connections held")
     ap.add_argument("--socks", choices=("auto", "dante", "microsocks"), default="auto")
     ap.add_argument("--runs", type=int, help="override the profile's runs per figure")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
     args = ap.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
+    args.families = set(args.families.split(","))
     bad = [m for m in args.modes if m not in MODES]
     if bad:
         ap.error(f"unknown modes: {bad}")
@@ -363,6 +392,8 @@ def main(argv=None):
     prof = dict(PROFILES[args.profile])
     if args.runs:
         prof["runs"] = args.runs
+    if args.hold:
+        prof["hold_n"] = args.hold
     out = args.out or (os.path.join(SOURCE_ROOT, "docs", "bench") if args.profile == "full"
                        else tempfile.mkdtemp(prefix="kibotos-bench-out-"))
     # N relayed connections need 2N fds in the relay and in the SOCKS server. Raise the

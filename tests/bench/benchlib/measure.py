@@ -70,12 +70,17 @@ def reachable(lab, tools, n=3):
     return j["ok"] == n
 
 
-def hold(lab, tools, n, relay_pid, max_seconds):
+def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     """Holds n idle connections, each confirmed end to end, and reads the memory they
     cost: relay RSS and system-wide MemAvailable. Then checks the relay's fds return to
-    their idle count once the client closes (no fd leak)."""
+    their idle count once the client closes (no fd leak). The relay's RSS per connection
+    is counted from `rss_base` (its RSS when fresh) when given: allocators keep what an
+    earlier run freed, so the RSS just before a later run would hide the cost."""
     rss0 = peers.rss_kib(relay_pid) if relay_pid else None
+    if relay_pid and rss_base is not None:
+        rss0 = rss_base
     fds0 = peers.fd_count(relay_pid) if relay_pid else None
+    lab0 = peers.lab_rss_kib(lab) + peers.kernel_kib()
     tcp0 = peers.tcp_mem_kib()
     avail0 = peers.mem_available_kib()
     p = lab.spawn(lab.guest, [tools["client"], "hold", L.INET_IP, str(peers.HTTP_PORT), str(n),
@@ -88,6 +93,7 @@ def hold(lab, tools, n, relay_pid, max_seconds):
         held, errors = int(line[1]), int(line[2])
         avail1 = peers.mem_available_kib()
         tcp1 = peers.tcp_mem_kib()
+        lab1 = peers.lab_rss_kib(lab) + peers.kernel_kib()
         rss1 = peers.rss_kib(relay_pid) if relay_pid else None
         fds1 = peers.fd_count(relay_pid) if relay_pid else None
         p.stdin.write("close\n")
@@ -106,7 +112,8 @@ def hold(lab, tools, n, relay_pid, max_seconds):
             time.sleep(0.1)
     out = {"n": n, "held": held, "errors": errors,
            "sys_kib_per_conn": (avail0 - avail1) / held if held else None,
-           "tcp_mem_kib_per_conn": (tcp1 - tcp0) / held if held else None}
+           "tcp_mem_kib_per_conn": (tcp1 - tcp0) / held if held else None,
+           "lab_kib_per_conn": (lab1 - lab0) / held if held else None}
     if relay_pid:
         out |= {"rss_idle_kib": rss0, "rss_held_kib": rss1,
                 "rss_kib_per_conn": (rss1 - rss0) / held if held else None,

@@ -45,12 +45,26 @@ def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def mem_available_kib():
+def meminfo():
     with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1])
-    return 0
+        return {line.split(":")[0]: int(line.split()[1]) for line in f}
+
+
+def mem_available_kib():
+    return meminfo()["MemAvailable"]
+
+
+def kernel_kib():
+    """Kernel memory that idle sockets, pipes and threads cost (slab: socket structs,
+    skb heads; stacks; page tables). Also machine-wide, but compilers running beside the
+    benchmark move it far less than MemAvailable."""
+    m = meminfo()
+    return m["Slab"] + m["KernelStack"] + m["PageTables"]
+
+
+def lab_rss_kib(lab):
+    return sum(rss_kib(pid) for ns in lab.ns.values() for pid in lab.ns_pids(ns)
+               if os.path.exists(f"/proc/{pid}"))
 
 
 def tcp_mem_kib():
