@@ -1,0 +1,54 @@
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+
+#include "netns/ruleset_spec.h"
+
+using kib::netns::Prefix;
+
+TEST_CASE("a CIDR parses to its family, address and length") {
+  auto v4 = Prefix::parse("10.0.0.0/8");
+  REQUIRE(v4.ok());
+  CHECK(v4->family == AF_INET);
+  CHECK(v4->length == 8);
+  CHECK(v4->to_string() == "10.0.0.0/8");
+  auto v6 = Prefix::parse("2001:DB8::/32");
+  REQUIRE(v6.ok());
+  CHECK(v6->family == AF_INET6);
+  CHECK(v6->to_string() == "2001:db8::/32");
+}
+
+TEST_CASE("a bare address is a host prefix") {
+  CHECK(Prefix::parse("192.0.2.1")->to_string() == "192.0.2.1/32");
+  CHECK(Prefix::parse("::1")->to_string() == "::1/128");
+}
+
+TEST_CASE("the default routes parse") {
+  CHECK(Prefix::parse("0.0.0.0/0")->to_string() == "0.0.0.0/0");
+  CHECK(Prefix::parse("::/0")->to_string() == "::/0");
+}
+
+TEST_CASE("host bits set are invalid_argument, never widened") {
+  auto r = Prefix::parse("10.1.2.3/8");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == kib::Code::invalid_argument);
+  CHECK_FALSE(Prefix::parse("2001:db8::1/32").ok());
+}
+
+TEST_CASE("bad text and bad lengths are invalid_argument") {
+  for (const char* bad : {"", "10.0.0.0/", "10.0.0.0/33", "::/129", "10.0.0.0/8x", "example.com", "10.0.0.0/-1",
+                          "10.0.0.0/8; drop", "{ 0.0.0.0/0 }"}) {
+    CAPTURE(bad);
+    auto r = Prefix::parse(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == kib::Code::invalid_argument);
+  }
+}
+
+TEST_CASE("containment holds within a family only") {
+  auto a = *Prefix::parse("10.0.0.0/8");
+  CHECK(a.contains(*Prefix::parse("10.1.0.0/16")));
+  CHECK(a.contains(a));
+  CHECK_FALSE(Prefix::parse("10.1.0.0/16")->contains(a));
+  CHECK_FALSE(a.contains(*Prefix::parse("11.0.0.0/16")));
+  CHECK_FALSE(Prefix::parse("0.0.0.0/0")->contains(*Prefix::parse("::/0")));
+}
