@@ -1,0 +1,115 @@
+#include <doctest/doctest.h>
+
+#include "agent/ctl/cli_args.h"
+
+using namespace kib::ctl;
+
+namespace {
+Invocation parse_ok(std::vector<std::string> args, const char* env = nullptr) {
+  auto r = parse_args(args, env);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return std::move(r).value();
+}
+std::string parse_err(std::vector<std::string> args) {
+  auto r = parse_args(args, nullptr);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == kib::Code::invalid_argument);
+  return r.error().message;
+}
+}  // namespace
+
+TEST_CASE("a group without verbs is a command by itself") {
+  auto inv = parse_ok({"agent"});
+  REQUIRE(inv.command != nullptr);
+  CHECK(inv.command->method == "kibotos.ctrl.v1.AgentService.GetAgent");
+}
+
+TEST_CASE("group and verb select the row of the command table") {
+  auto inv = parse_ok({"egress", "get", "eg-1"});
+  CHECK(inv.command->method == "kibotos.ctrl.v1.EgressService.GetEgress");
+  CHECK(inv.positional == "eg-1");
+}
+
+TEST_CASE("flags take values separately or after '='") {
+  auto inv = parse_ok({"egress", "create", "--address", "proxy:1080", "--label=a=b", "--label", "c=d"});
+  REQUIRE(inv.values.size() == 3);
+  CHECK(inv.values[0].first->name == "address");
+  CHECK(inv.values[0].second == "proxy:1080");
+  CHECK(inv.values[1].second == "a=b");
+  CHECK(inv.values[2].second == "c=d");
+}
+
+TEST_CASE("global flags are accepted before and after the command") {
+  auto inv = parse_ok({"-o", "json", "--socket", "/tmp/s", "egress", "list", "--output=yaml"});
+  CHECK(inv.global.output == OutputFormat::yaml);
+  CHECK(inv.global.socket == "/tmp/s");
+}
+
+TEST_CASE("the socket comes from the flag, else KIBOTOS_SOCKET, else the default") {
+  CHECK(parse_ok({"agent"}).global.socket == "/run/kibotos/ctrl.sock");
+  CHECK(parse_ok({"agent"}, "/env/sock").global.socket == "/env/sock");
+  CHECK(parse_ok({"agent", "--socket", "/flag/sock"}, "/env/sock").global.socket == "/flag/sock");
+}
+
+TEST_CASE("unknown commands and flags are usage errors") {
+  CHECK(parse_err({"frobnicate"}).find("unknown command") != std::string::npos);
+  CHECK(parse_err({"egress", "frob"}).find("unknown command") != std::string::npos);
+  CHECK(parse_err({"egress", "get", "x", "--bogus"}).find("unknown flag '--bogus'") != std::string::npos);
+  CHECK(parse_err({"egress", "get", "x", "--label", "a=b"}).find("unknown flag") != std::string::npos);
+}
+
+TEST_CASE("a group with verbs needs one") {
+  CHECK(parse_err({"egress"}).find("needs a subcommand") != std::string::npos);
+  CHECK(parse_err({}).find("no command") != std::string::npos);
+}
+
+TEST_CASE("required flags and the positional ID are enforced") {
+  CHECK(parse_err({"egress", "create"}) == "missing required flag --address");
+  CHECK(parse_err({"egress", "get"}) == "missing EGRESS_ID");
+  CHECK(parse_err({"egress", "update", "e1", "--address", "a:1"}) == "missing required flag --expected-revision");
+  CHECK(parse_err({"workspace", "create", "--netns", "/run/netns/x"}) == "missing required flag --policy");
+}
+
+TEST_CASE("a flag that needs a value must get one") {
+  CHECK(parse_err({"egress", "create", "--address"}).find("needs a value") != std::string::npos);
+  CHECK(parse_err({"egress", "create", "--address", "a:1", "--tls=yes"}).find("takes no value") != std::string::npos);
+}
+
+TEST_CASE("a single-valued flag given twice is refused, repeatable ones are not") {
+  CHECK(parse_err({"egress", "create", "--address", "a:1", "--address", "b:2"}).find("twice") != std::string::npos);
+  CHECK(parse_ok({"egress", "create", "--address", "a:1", "--label", "a=1", "--label", "b=2"}).values.size() == 3);
+}
+
+TEST_CASE("the password is never a flag value: only --password-file exists") {
+  CHECK(parse_err({"egress", "create", "--address", "a:1", "--password", "s3cret"}).find("unknown flag") !=
+        std::string::npos);
+}
+
+TEST_CASE("extra positional arguments are refused") {
+  CHECK(parse_err({"egress", "get", "a", "b"}).find("unexpected argument 'b'") != std::string::npos);
+  CHECK(parse_err({"egress", "list", "x"}).find("unexpected argument") != std::string::npos);
+}
+
+TEST_CASE("--command-id applies to writes, --all to lists") {
+  CHECK(parse_ok({"egress", "delete", "e1", "--command-id", "c1"}).global.command_id == "c1");
+  CHECK(parse_err({"egress", "get", "e1", "--command-id", "c1"}).find("writes only") != std::string::npos);
+  CHECK(parse_ok({"egress", "list", "--all"}).global.all);
+  CHECK(parse_err({"egress", "get", "e1", "--all"}).find("unknown flag") != std::string::npos);
+}
+
+TEST_CASE("output format must be table, json or yaml") {
+  CHECK(parse_err({"agent", "-o", "xml"}).find("table, json or yaml") != std::string::npos);
+}
+
+TEST_CASE("--server needs a client certificate and key") {
+  CHECK(parse_err({"agent", "--server", "h:1"}).find("--cert and --key") != std::string::npos);
+  auto inv = parse_ok({"agent", "--server", "h:1", "--cert", "c.pem", "--key", "k.pem", "--ca", "ca.pem"});
+  CHECK(inv.global.server == "h:1");
+  CHECK(inv.global.ca == "ca.pem");
+}
+
+TEST_CASE("--help and --version need no command") {
+  CHECK(parse_ok({"--version"}).global.version);
+  CHECK(parse_ok({"--help"}).global.help);
+  CHECK(parse_ok({"egress", "--help"}).group == "egress");
+}

@@ -1,0 +1,123 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include "agent/ctl/output_format.h"
+#include "agent/ctl/message_file.h"
+#include "kibotos/ctrl/v1/agent.pb.h"
+#include "kibotos/ctrl/v1/egress.pb.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
+
+using namespace kib::ctl;
+namespace v1 = kibotos::ctrl::v1;
+
+namespace {
+v1::Egress sample_egress(const std::string& id, const std::string& address) {
+  v1::Egress e;
+  e.set_egress_id(id);
+  e.mutable_spec()->mutable_socks5()->set_address(address);
+  e.set_revision(3);
+  (*e.mutable_labels())["team"] = "b";
+  (*e.mutable_labels())["env"] = "prod";
+  return e;
+}
+}  // namespace
+
+TEST_CASE("a list renders as a table with one row per item, columns aligned") {
+  v1::ListEgressesResponse r;
+  *r.add_egresses() = sample_egress("eg-1", "proxy.example:1080");
+  *r.add_egresses() = sample_egress("eg-long-id", "p:1");
+  r.mutable_egresses(1)->mutable_spec()->mutable_socks5()->mutable_tls();
+  const std::string t = to_table(r);
+  CHECK(t ==
+        "EGRESS ID    ADDRESS              AUTH   TLS   UDP   REVISION   LABELS\n"
+        "eg-1         proxy.example:1080   no     no    no    3          env=prod,team=b\n"
+        "eg-long-id   p:1                  no     yes   no    3          env=prod,team=b\n");
+}
+
+TEST_CASE("an empty list prints the header only") {
+  v1::ListWorkspacesResponse r;
+  const std::string t = to_table(r);
+  CHECK(t.rfind("WORKSPACE ID", 0) == 0);
+  CHECK(std::count(t.begin(), t.end(), '\n') == 1);
+}
+
+TEST_CASE("a next page token is shown under the table") {
+  v1::ListEgressesResponse r;
+  r.set_next_page_token("tok");
+  CHECK(to_table(r).find("next_page_token: tok\n") != std::string::npos);
+}
+
+TEST_CASE("a single resource renders as a one-row table; empty cells show '-'") {
+  v1::GetWorkspaceResponse r;
+  r.mutable_workspace()->set_workspace_id("ws-1");
+  r.mutable_workspace()->set_netns("/run/netns/vm1");
+  r.mutable_workspace()->mutable_network_policy()->set_mode(v1::NETWORK_MODE_ISOLATED);
+  r.mutable_workspace()->mutable_network_policy()->set_revision(2);
+  const std::string t = to_table(r);
+  CHECK(t.find("ws-1") != std::string::npos);
+  CHECK(t.find("ISOLATED") != std::string::npos);
+  CHECK(t.find("NETWORK_MODE_") == std::string::npos);
+  CHECK(t.find(" ok ") != std::string::npos);
+  CHECK(t.substr(t.size() - 2) == "-\n");  // no labels
+}
+
+TEST_CASE("the agent table shows version and uptime") {
+  v1::GetAgentResponse r;
+  r.mutable_agent()->set_version("1.2.3");
+  r.mutable_agent()->mutable_uptime()->set_seconds(3725);
+  const std::string t = to_table(r);
+  CHECK(t.find("1.2.3") != std::string::npos);
+  CHECK(t.find("1h2m5s") != std::string::npos);
+}
+
+TEST_CASE("workspace status selects network_policy_status and renders its entries") {
+  v1::GetWorkspaceResponse r;
+  auto* st = r.mutable_workspace()->mutable_network_policy_status();
+  st->set_applied_revision(4);
+  st->set_error("namespace gone");
+  auto* e = st->add_egresses();
+  e->set_egress_id("eg-1");
+  e->set_active_connections(12);
+  const auto* shown = select_output(r, "workspace.network_policy_status");
+  REQUIRE(shown != nullptr);
+  const std::string t = to_table(*shown);
+  CHECK(t.find("applied_revision: 4\n") == 0);
+  CHECK(t.find("EGRESS ID") != std::string::npos);
+  CHECK(t.find("eg-1") != std::string::npos);
+  CHECK(t.find("error: namespace gone\n") != std::string::npos);
+  v1::GetWorkspaceResponse none;
+  CHECK(select_output(none, "workspace.network_policy_status") == nullptr);
+}
+
+TEST_CASE("json output is the response's proto3 JSON") {
+  v1::GetEgressResponse r;
+  *r.mutable_egress() = sample_egress("eg-1", "p:1");
+  const std::string j = to_json(r).value();
+  v1::GetEgressResponse back;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(j, &back).ok());
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(back, r));
+  CHECK(j.find("\"egressId\"") != std::string::npos);
+  CHECK(j.back() == '\n');
+}
+
+TEST_CASE("yaml output carries the same content as the JSON") {
+  v1::GetEgressResponse r;
+  *r.mutable_egress() = sample_egress("eg-1", "p:1");
+  (*r.mutable_egress()->mutable_labels())["flag"] = "true";  // must stay a string
+  r.mutable_egress()->mutable_spec()->mutable_socks5()->mutable_tls()->set_ca_cert("-----BEGIN-----\nAAA\n");
+  const std::string y = to_yaml(r).value();
+  CHECK(y.find("egressId: eg-1") != std::string::npos);
+  v1::GetEgressResponse back;
+  REQUIRE(parse_message_text(y, "yaml", back).ok());
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(back, r));
+}
+
+TEST_CASE("an empty response is {} in json and nothing in a table") {
+  v1::DeleteEgressResponse r;
+  CHECK(to_json(r).value() == "{}\n");
+  CHECK(to_table(r).empty());
+}
