@@ -13,7 +13,19 @@ def _cpu(pids):
     return peers.cpu_seconds_of(pids) if pids else 0.0
 
 
-def iperf(lab, streams, reverse, seconds, relay_pids):
+def iperf(lab, streams, reverse, seconds, relay_pids, tries=2):
+    """One iperf3 run; a failed run (the server still busy with a dead client) is retried
+    once after a short pause."""
+    for attempt in range(tries):
+        try:
+            return _iperf_once(lab, streams, reverse, seconds, relay_pids)
+        except RuntimeError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(2)
+
+
+def _iperf_once(lab, streams, reverse, seconds, relay_pids):
     argv = ["iperf3", "-c", L.INET_IP, "-p", str(peers.IPERF_PORT), "-t", str(seconds),
             "-P", str(streams), "-J", "--connect-timeout", "3000"]
     if reverse:

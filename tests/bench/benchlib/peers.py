@@ -102,7 +102,10 @@ def wait_listening(lab, ns, port, proto="t", timeout=10.0, proc=None):
 # -- destinations in inet ------------------------------------------------------------
 def start_destinations(lab, tools, max_seconds):
     http = lab.spawn(lab.inet, [tools["server"], L.INET_IP, str(HTTP_PORT), str(max_seconds)])
-    iperf = lab.spawn(lab.inet, ["iperf3", "-s", "-B", L.INET_IP, "-p", str(IPERF_PORT)])
+    # --rcv-timeout/--idle-timeout: a client that dies mid-test must not leave the
+    # server stuck in "busy" for the rest of the run.
+    iperf = lab.spawn(lab.inet, ["iperf3", "-s", "-B", L.INET_IP, "-p", str(IPERF_PORT),
+                                 "--rcv-timeout", "5000", "--idle-timeout", "30"])
     dns = lab.spawn(lab.inet, [
         "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--bind-interfaces",
         f"--listen-address={L.INET_IP}", "--port", str(DNS_PORT), "--cache-size=1000",

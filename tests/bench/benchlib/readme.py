@@ -111,6 +111,33 @@ def targets_section(results):
     return "\n".join(lines)
 
 
+def notes_section(results):
+    m = results["meta"]
+    lines = ["## Notes on this run", ""]
+    if m.get("hold_n_wanted"):
+        lines.append(
+            f"- Idle connections held: {m['hold_n']}, not {m['hold_n_wanted']}. This machine's "
+            f"RLIMIT_NOFILE hard limit is {m['nofile']} and the session lacks CAP_SYS_RESOURCE "
+            "to raise it; a relay needs 2 fds per relayed connection (redsocks' splice mode "
+            "6: it adds two pipes), so at most about (limit − 1,000) / 2 fit in one process. "
+            "The 10,000-connection target cannot be shown on this machine as configured; where "
+            "a relay could not hold them all, the 'not established' row says how many failed.")
+    lines += [
+        "- The machine has 2 cores shared by the relay, the SOCKS server, stunnel, the "
+        "servers and the clients; throughput through any relay is bounded by them.",
+        f"- Load average at start / end: {m['load_start']} / {m.get('load_end', '?')}. "
+        "Other work on the machine moves the MemAvailable figure most (it is machine-wide); "
+        "the 'lab RSS + kernel' row (RSS of every process in the lab's namespaces plus "
+        "kernel slab, stacks and page tables) is the steadier estimate of the same cost.",
+        "- Each mode's memory is measured first, right after it starts, after one unmeasured "
+        "hold (dante forks helper processes as load grows and keeps them); the relay's RSS "
+        "per connection is counted from its RSS when fresh.",
+        "- The relays are measured one after another (all runs of one mode, then the next), "
+        "in the column order of the table.",
+    ]
+    return "\n".join(lines)
+
+
 def write(out_dir, results):
     m = results["meta"]
     parts = ["# kibotos-agent data-plane benchmarks", "",
@@ -133,6 +160,6 @@ def write(out_dir, results):
     errors = [f"- {v['label']}: {v['error']}" for v in results["modes"].values() if v.get("error")]
     if errors:
         parts += ["Errors during the run:", ""] + errors + [""]
-    parts += [targets_section(results), "", PEERS, HOW]
+    parts += [targets_section(results), "", notes_section(results), "", PEERS, HOW]
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write("\n".join(parts))
