@@ -1,0 +1,222 @@
+#include "agent/dataplane/dataplane_runtime.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "agent/relay/dial_target.h"
+#include "uring/probe.h"
+
+namespace kib::dataplane {
+
+namespace {
+
+// Each relayed connection costs two fds; ask for the hard limit.
+void raise_nofile_limit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+uint64_t min_of(const std::vector<uint64_t>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config& config,
+                                                                   WorkspaceAttacher& attacher) {
+  KIB_TRY(uring::probe_kernel_features());
+  auto addr = policy::EndpointAddressPolicy::from_strings(config.egress.allowed_special_purpose_cidrs);
+  if (!addr.ok()) return std::move(addr).error();
+  raise_nofile_limit();
+  std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr.value())));
+  unsigned n = config.dataplane.threads != 0 ? config.dataplane.threads
+                                             : std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i) {
+    WorkerHost& host = *rt;
+    auto w = std::make_unique<Worker>(i, host, rt->worker_opts_);
+    KIB_TRY(w->start());
+    rt->workers_.push_back(std::move(w));
+  }
+  return rt;
+}
+
+DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& attacher,
+                                   policy::EndpointAddressPolicy addr)
+    : attacher_(attacher), address_policy_(std::move(addr)) {
+  worker_opts_.timeouts.connect_ms = static_cast<uint64_t>(config.dataplane.connect_timeout.count()) * 1000;
+  worker_opts_.timeouts.handshake_ms = static_cast<uint64_t>(config.dataplane.handshake_timeout.count()) * 1000;
+  worker_opts_.timeouts.idle_ms = static_cast<uint64_t>(config.dataplane.idle_timeout.count()) * 1000;
+  worker_opts_.max_connections = config.dataplane.max_connections;
+  worker_opts_.max_connections_per_workspace = config.dataplane.max_connections_per_workspace;
+  worker_opts_.total_connections = &total_connections_;
+  worker_opts_.address_policy = &address_policy_;
+  policy::ResolverOptions ro;
+  ro.servers = config.egress.resolvers;
+  ro.timeout = config.egress.resolve_timeout;
+  resolver_ = std::make_unique<BlockingResolver>(ro, 2, 4096);
+}
+
+DataplaneRuntime::~DataplaneRuntime() {
+  for (auto& w : workers_) w->stop();
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [id, e] : workspaces_) ids.push_back(id);
+  }
+  for (auto& id : ids) attacher_.detach(id);
+  resolver_.reset();
+}
+
+void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) {
+  const std::string id = rev->egress_id;
+  const uint64_t revision = rev->revision;
+  auto t = relay::make_dial_target(std::move(rev));
+  if (!t.ok()) {
+    // The store validated the spec; a failure here (e.g. an unreadable ca_cert) leaves
+    // the previous revision in place, reported through dial errors.
+    std::lock_guard lk(mu_);
+    for (auto& [wid, e] : workspaces_) e.stats->egress(id)->set_error("revision " + std::to_string(revision) +
+                                                                      ": " + t.error().message);
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    egress_acks_.try_emplace(id, std::vector<uint64_t>(workers_.size(), 0));
+  }
+  for (auto& w : workers_) w->publish_egress(t.value(), drain_seconds);
+}
+
+void DataplaneRuntime::egress_deleted(const std::string& egress_id) {
+  for (auto& w : workers_) w->delete_egress(egress_id);
+  std::lock_guard lk(mu_);
+  egress_acks_.erase(egress_id);
+}
+
+Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, const std::string& netns,
+                                           const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) {
+  auto routes = policy::RouteMatcher::compile(policy);
+  if (!routes.ok()) return std::move(routes).error();
+  auto plan = std::make_shared<WorkspacePlan>();
+  plan->id = workspace_id;
+  plan->policy_revision = policy.revision();
+  plan->routes = std::move(routes.value());
+  bool fresh = false;
+  {
+    std::lock_guard lk(mu_);
+    auto& e = workspaces_[workspace_id];
+    fresh = !e.stats;
+    if (fresh) {
+      e.stats = std::make_shared<WorkspaceStats>();
+      e.acked.assign(workers_.size(), 0);
+    }
+    plan->stats = e.stats;
+  }
+  WorkspaceListeners listeners;
+  if (fresh) {
+    auto l = attacher_.attach(workspace_id, netns, policy, loops());
+    if (!l.ok()) {
+      std::lock_guard lk(mu_);
+      workspaces_.erase(workspace_id);
+      return std::move(l).error();
+    }
+    listeners = std::move(l.value());
+  } else {
+    Status st = attacher_.update(workspace_id, policy);
+    std::lock_guard lk(mu_);
+    workspaces_[workspace_id].error = st.ok() ? std::string() : st.error().message;
+    if (!st.ok()) return st;
+  }
+  {
+    std::lock_guard lk(mu_);
+    workspaces_[workspace_id].policy = policy;
+  }
+  for (unsigned i = 0; i < workers_.size(); ++i) {
+    std::shared_ptr<UniqueFd> v4, v6;
+    if (i < listeners.v4.size()) v4 = std::make_shared<UniqueFd>(std::move(listeners.v4[i]));
+    if (i < listeners.v6.size()) v6 = std::make_shared<UniqueFd>(std::move(listeners.v6[i]));
+    workers_[i]->apply_workspace(plan, v4, v6, drain_seconds);
+  }
+  return {};
+}
+
+void DataplaneRuntime::workspace_deleted(const std::string& workspace_id) {
+  {
+    std::lock_guard lk(mu_);
+    if (workspaces_.erase(workspace_id) == 0) return;
+  }
+  attacher_.detach(workspace_id);
+  for (auto& w : workers_) w->remove_workspace(workspace_id);
+}
+
+ctrl::NetworkPolicyStatus DataplaneRuntime::workspace_status(const std::string& workspace_id) const {
+  ctrl::NetworkPolicyStatus s;
+  std::lock_guard lk(mu_);
+  auto it = workspaces_.find(workspace_id);
+  if (it == workspaces_.end()) {
+    s.set_error("workspace is not attached");
+    return s;
+  }
+  const WorkspaceEntry& e = it->second;
+  s.set_applied_revision(min_of(e.acked));
+  std::string err = e.error.empty() ? attacher_.health(workspace_id) : e.error;
+  if (!err.empty()) s.set_error(err);
+  std::set<std::string> seen;
+  for (const auto& r : e.policy.egresses()) {
+    if (!seen.insert(r.egress_id()).second) continue;
+    auto* es = s.add_egresses();
+    es->set_egress_id(r.egress_id());
+    auto ack = egress_acks_.find(r.egress_id());
+    if (ack != egress_acks_.end()) es->set_applied_revision(min_of(ack->second));
+    if (auto st = e.stats->find(r.egress_id())) {
+      es->set_active_connections(static_cast<uint64_t>(std::max<int64_t>(0, st->active.load())));
+      es->set_draining_connections(static_cast<uint64_t>(std::max<int64_t>(0, st->draining.load())));
+      es->set_last_error(st->error());
+    }
+  }
+  return s;
+}
+
+RuntimeCounts DataplaneRuntime::counts() const {
+  RuntimeCounts c;
+  std::lock_guard lk(mu_);
+  c.active_connections = static_cast<uint64_t>(std::max<int64_t>(0, total_connections_.load()));
+  uint64_t draining = 0;
+  std::set<std::string> seen;
+  for (const auto& [id, e] : workspaces_) {
+    seen.clear();
+    for (const auto& r : e.policy.egresses()) {
+      if (!seen.insert(r.egress_id()).second) continue;
+      if (auto st = e.stats->find(r.egress_id())) draining += static_cast<uint64_t>(std::max<int64_t>(0, st->draining.load()));
+    }
+  }
+  c.draining_connections = draining;
+  c.active_connections -= std::min(c.active_connections, draining);
+  return c;
+}
+
+void DataplaneRuntime::ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) {
+  std::lock_guard lk(mu_);
+  auto it = egress_acks_.find(egress_id);
+  if (it != egress_acks_.end() && worker < it->second.size())
+    it->second[worker] = std::max(it->second[worker], revision);
+}
+
+void DataplaneRuntime::ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) {
+  std::lock_guard lk(mu_);
+  auto it = workspaces_.find(workspace_id);
+  if (it != workspaces_.end() && worker < it->second.acked.size())
+    it->second.acked[worker] = std::max(it->second.acked[worker], revision);
+}
+
+void DataplaneRuntime::resolve(const std::string& host, ResolveCallback cb) {
+  resolver_->resolve(host, std::move(cb));
+}
+
+}  // namespace kib::dataplane

@@ -1,0 +1,62 @@
+#pragma once
+// kib::Runtime backed by the io_uring data plane: one Worker (thread + ring) per
+// core, Egress revisions published to every worker, Workspaces attached through a
+// WorkspaceAttacher (netns/) and their listeners spread over the workers.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/dataplane/blocking_resolver.h"
+#include "agent/dataplane/worker.h"
+#include "agent/dataplane/workspace_attacher.h"
+#include "agent/runtime/runtime.h"
+
+namespace kib::dataplane {
+
+class DataplaneRuntime final : public Runtime, private WorkerHost {
+ public:
+  // Probes io_uring, raises RLIMIT_NOFILE, starts the workers. The attacher must
+  // outlive the runtime.
+  static Result<std::unique_ptr<DataplaneRuntime>> create(const Config& config, WorkspaceAttacher& attacher);
+  ~DataplaneRuntime() override;
+
+  void egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) override;
+  void egress_deleted(const std::string& egress_id) override;
+  Status workspace_applied(const std::string& workspace_id, const std::string& netns,
+                           const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) override;
+  void workspace_deleted(const std::string& workspace_id) override;
+  ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
+  RuntimeCounts counts() const override;
+
+  unsigned loops() const { return static_cast<unsigned>(workers_.size()); }
+
+ private:
+  DataplaneRuntime(const Config& config, WorkspaceAttacher& attacher, policy::EndpointAddressPolicy addr);
+  void ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) override;
+  void ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) override;
+  void resolve(const std::string& host, ResolveCallback cb) override;
+
+  struct WorkspaceEntry {
+    ctrl::NetworkPolicy policy;
+    std::shared_ptr<WorkspaceStats> stats;
+    std::vector<uint64_t> acked;  // policy revision per worker
+    std::string error;
+  };
+
+  WorkspaceAttacher& attacher_;
+  policy::EndpointAddressPolicy address_policy_;
+  std::atomic<int64_t> total_connections_{0};
+  WorkerOptions worker_opts_;
+  std::unique_ptr<BlockingResolver> resolver_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+
+  mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
+  std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker
+  std::map<std::string, WorkspaceEntry> workspaces_;
+};
+
+}  // namespace kib::dataplane

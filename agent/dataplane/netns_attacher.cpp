@@ -1,0 +1,62 @@
+#include "agent/dataplane/netns_attacher.h"
+
+#include "netns/policy_from_proto.h"
+
+namespace kib::dataplane {
+
+Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id, const std::string& netns,
+                                                 const ::kibotos::ctrl::v1::NetworkPolicy& policy,
+                                                 unsigned loops) {
+  auto rp = netns::ruleset_policy_from_proto(policy);
+  if (!rp.ok()) return std::move(rp).error();
+  netns::AttachParams params;
+  params.policy = std::move(rp.value());
+  params.listeners_per_family = loops;
+  auto a = netns::Attachment::attach(netns, params);
+  if (!a.ok()) return std::move(a).error();
+  netns::Listeners all = a->take_listeners();
+  WorkspaceListeners out;
+  out.v4 = std::move(all.tcp.v4);
+  out.v6 = std::move(all.tcp.v6);
+  std::lock_guard lk(mu_);
+  entries_.erase(workspace_id);
+  entries_.emplace(workspace_id, Entry{std::move(a.value()), std::move(all)});
+  return out;
+}
+
+Status NetnsAttacher::update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) {
+  auto rp = netns::ruleset_policy_from_proto(policy);
+  if (!rp.ok()) return std::move(rp).error();
+  std::lock_guard lk(mu_);
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return Error{Code::failed_precondition, "workspace is not attached"};
+  return it->second.attachment.update(rp.value());
+}
+
+void NetnsAttacher::detach(const std::string& workspace_id) {
+  std::lock_guard lk(mu_);
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return;
+  (void)it->second.attachment.detach();
+  entries_.erase(it);
+}
+
+std::string NetnsAttacher::health(const std::string& workspace_id) const {
+  std::lock_guard lk(mu_);
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return "workspace is not attached";
+  if (!it->second.attachment.namespace_alive()) return "network namespace is gone";
+  return {};
+}
+
+Result<netns::Listeners> NetnsAttacher::take_dns_listeners(const std::string& workspace_id) {
+  std::lock_guard lk(mu_);
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return Error{Code::not_found, "workspace is not attached"};
+  netns::Listeners out;
+  out.dns_udp = std::move(it->second.dns.dns_udp);
+  out.dns_tcp = std::move(it->second.dns.dns_tcp);
+  return out;
+}
+
+}  // namespace kib::dataplane

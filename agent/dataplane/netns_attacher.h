@@ -1,0 +1,33 @@
+#pragma once
+// WorkspaceAttacher over netns::Attachment: the nftables TPROXY table, policy
+// routing and transparent listeners of each Workspace namespace.
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "agent/dataplane/workspace_attacher.h"
+#include "netns/attachment.h"
+
+namespace kib::dataplane {
+
+class NetnsAttacher final : public WorkspaceAttacher {
+ public:
+  Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
+                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy, unsigned loops) override;
+  Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
+  void detach(const std::string& workspace_id) override;
+  std::string health(const std::string& workspace_id) const override;
+
+  // The DNS listeners of an attached Workspace (for the DNS forwarder), moved out.
+  Result<netns::Listeners> take_dns_listeners(const std::string& workspace_id);
+
+ private:
+  struct Entry {
+    netns::Attachment attachment;
+    netns::Listeners dns;  // dns_udp / dns_tcp kept until their consumer takes them
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace kib::dataplane

@@ -1,0 +1,312 @@
+#include "agent/dataplane/worker.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <future>
+
+namespace kib::dataplane {
+
+namespace {
+
+void reset_and_close(int fd) {
+  linger l{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  ::close(fd);
+}
+
+constexpr uint64_t kAcceptPauseMs = 200;
+
+}  // namespace
+
+// Multishot accept on one transparent listener. Paused (timer) when the process or
+// the system is out of fds, then re-armed.
+class Listener final : private uring::Completion, private uring::TimerHandler {
+ public:
+  Listener(Worker& w, Worker::LoopWorkspace& ws, uring::Loop& loop, std::shared_ptr<UniqueFd> fd)
+      : worker_(w), ws_(ws), loop_(loop), fd_(std::move(fd)), timer_(this) {}
+  void arm() {
+    if (closing_ || armed_) return;
+    io_uring_sqe* s = loop_.sqe(this, 0);
+    io_uring_prep_multishot_accept(s, fd_->get(), nullptr, nullptr, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(s, uring::encode_user_data(this, 0));
+    armed_ = true;
+  }
+  void close() {
+    closing_ = true;
+    timer_.cancel();
+    if (armed_) loop_.cancel(this, 0);
+  }
+  bool idle() const { return !armed_; }
+
+ private:
+  void complete(unsigned, int32_t res, uint32_t flags) override {
+    if (!(flags & IORING_CQE_F_MORE)) armed_ = false;
+    if (res >= 0) {
+      if (closing_) ::close(res);
+      else worker_.on_accept(ws_, res);
+    } else if (!closing_ && (res == -EMFILE || res == -ENFILE || res == -ENOMEM || res == -ENOBUFS)) {
+      // Out of descriptors or memory: stop accepting for a moment, then resume.
+      paused_ = true;
+      loop_.timers().arm(timer_, loop_.now_ms() + kAcceptPauseMs);
+      return;
+    }
+    if (closing_) return worker_.maybe_free(&ws_);
+    if (!armed_ && !paused_) arm();
+  }
+  void on_timer(uring::Timer&) override {
+    paused_ = false;
+    arm();
+  }
+
+  Worker& worker_;
+  Worker::LoopWorkspace& ws_;
+  uring::Loop& loop_;
+  std::shared_ptr<UniqueFd> fd_;
+  uring::Timer timer_;
+  bool armed_ = false;
+  bool closing_ = false;
+  bool paused_ = false;
+};
+
+struct Worker::LoopWorkspace {
+  WorkspacePlanPtr plan;
+  std::vector<std::unique_ptr<Listener>> listeners;
+  relay::RelayConnection* head = nullptr;
+  size_t connections = 0;
+  bool retired = false;
+  std::unordered_map<std::string, std::shared_ptr<EgressStats>> stats;
+};
+
+Worker::Worker(unsigned index, WorkerHost& host, const WorkerOptions& options)
+    : index_(index), host_(host), opts_(options) {}
+
+Worker::~Worker() { stop(); }
+
+Status Worker::start() {
+  std::promise<Status> ready;
+  auto fut = ready.get_future();
+  thread_ = std::thread([this, &ready] {
+    auto l = uring::Loop::create(opts_.loop);
+    if (!l.ok()) {
+      ready.set_value(std::move(l).error());
+      return;
+    }
+    loop_ = std::move(l.value());
+    ready.set_value(Status{});
+    thread_main();
+  });
+  Status st = fut.get();
+  if (!st.ok()) {
+    thread_.join();
+  }
+  return st;
+}
+
+void Worker::thread_main() {
+  loop_->run([this] { return workspaces_.empty() && retired_.empty(); });
+  egresses_.clear();
+}
+
+void Worker::stop() {
+  if (!thread_.joinable()) return;
+  loop_->post([this] {
+    std::vector<std::string> ids;
+    for (auto& [id, ws] : workspaces_) ids.push_back(id);
+    for (auto& id : ids) remove_workspace(id);
+  });
+  loop_->request_stop();
+  thread_.join();
+  loop_.reset();
+}
+
+void Worker::publish_egress(relay::DialTargetPtr target, uint32_t drain_seconds) {
+  loop_->post([this, target = std::move(target), drain_seconds] {
+    const std::string& id = target->egress_id();
+    const uint64_t rev = target->revision_number();
+    egresses_[id] = target;
+    // "connections through older revisions get a deadline now + drain_seconds"
+    for (auto& [wid, ws] : workspaces_) {
+      for (auto* c = ws->head; c != nullptr;) {
+        auto* next = c->next;
+        if (c->target().egress_id() == id && c->target().revision_number() < rev) drain(*c, drain_seconds);
+        c = next;
+      }
+    }
+    host_.ack_egress(index_, id, rev);
+  });
+}
+
+void Worker::delete_egress(const std::string& egress_id) {
+  loop_->post([this, egress_id] {
+    egresses_.erase(egress_id);
+    // "Connections still draining through the Egress are closed at once."
+    for (auto& [wid, ws] : workspaces_) {
+      for (auto* c = ws->head; c != nullptr;) {
+        auto* next = c->next;
+        if (c->target().egress_id() == egress_id) c->abort();
+        c = next;
+      }
+    }
+  });
+}
+
+void Worker::apply_workspace(WorkspacePlanPtr plan, std::shared_ptr<UniqueFd> v4, std::shared_ptr<UniqueFd> v6,
+                             uint32_t drain_seconds) {
+  loop_->post([this, plan = std::move(plan), v4 = std::move(v4), v6 = std::move(v6), drain_seconds] {
+    auto& slot = workspaces_[plan->id];
+    if (!slot) {
+      slot = std::make_unique<LoopWorkspace>();
+      slot->plan = plan;
+      for (auto* fd : {&v4, &v6}) {
+        if (!*fd || !(*fd)->valid()) continue;
+        slot->listeners.push_back(std::make_unique<Listener>(*this, *slot, *loop_, *fd));
+        slot->listeners.back()->arm();
+      }
+    } else {
+      slot->plan = plan;
+      // "connections the new policy no longer routes through the same Egress drain"
+      for (auto* c = slot->head; c != nullptr;) {
+        auto* next = c->next;
+        const auto& d = c->original_dst();
+        auto ip = policy::IpAddress::from_sockaddr(&d.sa);
+        uint16_t port = ntohs(d.sa.sa_family == AF_INET6 ? d.v6.sin6_port : d.v4.sin_port);
+        auto idx = plan->routes.match(ip, port);
+        if (!idx || plan->routes.routes()[*idx].egress_id != c->target().egress_id()) drain(*c, drain_seconds);
+        c = next;
+      }
+    }
+    host_.ack_policy(index_, plan->id, plan->policy_revision);
+  });
+}
+
+void Worker::remove_workspace(const std::string& workspace_id) {
+  auto run = [this, workspace_id] {
+    auto it = workspaces_.find(workspace_id);
+    if (it == workspaces_.end()) return;
+    std::unique_ptr<LoopWorkspace> ws = std::move(it->second);
+    workspaces_.erase(it);
+    retire(std::move(ws));
+  };
+  loop_->post(run);
+}
+
+void Worker::retire(std::unique_ptr<LoopWorkspace> ws) {
+  LoopWorkspace* raw = ws.get();
+  raw->retired = true;
+  retired_.push_back(std::move(ws));
+  for (auto& l : raw->listeners) l->close();
+  for (auto* c = raw->head; c != nullptr;) {
+    auto* next = c->next;
+    c->abort();
+    c = next;
+  }
+  maybe_free(raw);
+}
+
+void Worker::maybe_free(LoopWorkspace* ws) {
+  if (!ws->retired || ws->connections != 0) return;
+  for (auto& l : ws->listeners)
+    if (!l->idle()) return;
+  auto it = std::find_if(retired_.begin(), retired_.end(), [ws](auto& p) { return p.get() == ws; });
+  if (it != retired_.end()) retired_.erase(it);
+}
+
+EgressStats& Worker::stats_for(LoopWorkspace& ws, const std::string& egress_id) {
+  auto& p = ws.stats[egress_id];
+  if (!p) p = ws.plan->stats->egress(egress_id);
+  return *p;
+}
+
+void Worker::on_accept(LoopWorkspace& ws, int fd) {
+  relay::SocketAddress dst{};
+  socklen_t len = sizeof dst;
+  // TPROXY keeps the original destination as the accepted socket's local address.
+  if (getsockname(fd, &dst.sa, &len) != 0) return reset_and_close(fd);
+  WorkspaceStats& wstats = *ws.plan->stats;
+  if (opts_.total_connections->load(std::memory_order_relaxed) >= opts_.max_connections ||
+      wstats.connections.load(std::memory_order_relaxed) >= opts_.max_connections_per_workspace) {
+    wstats.refused_over_limit.fetch_add(1, std::memory_order_relaxed);
+    return reset_and_close(fd);
+  }
+  auto ip = policy::IpAddress::from_sockaddr(&dst.sa);
+  uint16_t port = ntohs(dst.sa.sa_family == AF_INET6 ? dst.v6.sin6_port : dst.v4.sin_port);
+  auto idx = ws.plan->routes.match(ip, port);
+  if (!idx) {
+    wstats.refused_uncovered.fetch_add(1, std::memory_order_relaxed);
+    return reset_and_close(fd);
+  }
+  const std::string& egress_id = ws.plan->routes.routes()[*idx].egress_id;
+  auto eit = egresses_.find(egress_id);
+  EgressStats& es = stats_for(ws, egress_id);
+  if (eit == egresses_.end()) {
+    es.dial_failures.fetch_add(1, std::memory_order_relaxed);
+    es.set_error("egress " + egress_id + " is not published to the data plane");
+    return reset_and_close(fd);
+  }
+  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, fd, dst, eit->second);
+  c->owner_context = &ws;
+  c->next = ws.head;
+  if (ws.head != nullptr) ws.head->prev = c;
+  ws.head = c;
+  ++ws.connections;
+  wstats.connections.fetch_add(1, std::memory_order_relaxed);
+  opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
+  es.active.fetch_add(1, std::memory_order_relaxed);
+  c->start();
+}
+
+void Worker::drain(relay::RelayConnection& c, uint32_t drain_seconds) {
+  if (c.closing() || c.draining()) return;
+  auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
+  EgressStats& es = stats_for(ws, c.target().egress_id());
+  // 0: closed when the new revision takes over.
+  c.drain_until(loop_->now_ms() + uint64_t{drain_seconds} * 1000);
+  if (c.draining() && !c.closing()) {
+    es.active.fetch_sub(1, std::memory_order_relaxed);
+    es.draining.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Worker::resolve(relay::RelayConnection& c, const std::string& host) {
+  uring::Loop* loop = loop_.get();
+  relay::RelayConnection* conn = &c;  // alive until on_resolved: the resolve counts as in flight
+  host_.resolve(host, [loop, conn](Result<std::vector<policy::IpAddress>> r) {
+    auto shared = std::make_shared<Result<std::vector<policy::IpAddress>>>(std::move(r));
+    loop->post([conn, shared] { conn->on_resolved(std::move(*shared)); });
+  });
+}
+
+Status Worker::check_address(const policy::IpAddress& a) { return opts_.address_policy->check(a); }
+
+void Worker::on_established(relay::RelayConnection&) {}
+
+void Worker::on_dial_failed(relay::RelayConnection& c, const std::string& reason) {
+  auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
+  EgressStats& es = stats_for(ws, c.target().egress_id());
+  es.dial_failures.fetch_add(1, std::memory_order_relaxed);
+  es.set_error(reason);
+}
+
+void Worker::on_closed(relay::RelayConnection& c) {
+  auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
+  EgressStats& es = stats_for(ws, c.target().egress_id());
+  if (c.draining()) es.draining.fetch_sub(1, std::memory_order_relaxed);
+  else es.active.fetch_sub(1, std::memory_order_relaxed);
+  ws.plan->stats->connections.fetch_sub(1, std::memory_order_relaxed);
+  opts_.total_connections->fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::on_released(relay::RelayConnection& c) {
+  auto* ws = static_cast<LoopWorkspace*>(c.owner_context);
+  if (c.prev != nullptr) c.prev->next = c.next;
+  else ws->head = c.next;
+  if (c.next != nullptr) c.next->prev = c.prev;
+  --ws->connections;
+  delete &c;
+  maybe_free(ws);
+}
+
+}  // namespace kib::dataplane

@@ -1,0 +1,101 @@
+#pragma once
+// One data-plane thread: its own io_uring loop, its share of every Workspace's
+// listeners, the newest DialTarget of every Egress, and the connections it accepted.
+// Other threads talk to it only through the thread-safe methods below (posted).
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/common/unique_fd.h"
+#include "agent/dataplane/dataplane_stats.h"
+#include "agent/policy/route_matcher.h"
+#include "agent/policy/special_purpose.h"
+#include "agent/relay/relay_connection.h"
+#include "uring/loop.h"
+
+namespace kib::dataplane {
+
+// A Workspace's policy as the loops use it; immutable once published.
+struct WorkspacePlan {
+  std::string id;
+  uint64_t policy_revision = 0;
+  policy::RouteMatcher routes;
+  std::shared_ptr<WorkspaceStats> stats;
+};
+using WorkspacePlanPtr = std::shared_ptr<const WorkspacePlan>;
+
+using ResolveCallback = std::function<void(Result<std::vector<policy::IpAddress>>)>;
+
+// The runtime, as seen by its workers. Thread-safe.
+class WorkerHost {
+ public:
+  virtual void ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) = 0;
+  virtual void ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) = 0;
+  // Resolves host off the loop; cb runs on any thread (the worker posts it back).
+  virtual void resolve(const std::string& host, ResolveCallback cb) = 0;
+
+ protected:
+  ~WorkerHost() = default;
+};
+
+struct WorkerOptions {
+  uring::LoopOptions loop;
+  relay::RelayTimeouts timeouts;
+  uint32_t max_connections = 100000;
+  uint32_t max_connections_per_workspace = 20000;
+  std::atomic<int64_t>* total_connections = nullptr;  // shared by all workers
+  const policy::EndpointAddressPolicy* address_policy = nullptr;
+};
+
+class Worker final : private relay::ConnectionObserver {
+ public:
+  Worker(unsigned index, WorkerHost& host, const WorkerOptions& options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  Status start();
+  // Closes every connection and listener, then joins the thread.
+  void stop();
+
+  // Thread-safe; run on the loop.
+  void publish_egress(relay::DialTargetPtr target, uint32_t drain_seconds);
+  void delete_egress(const std::string& egress_id);
+  void apply_workspace(WorkspacePlanPtr plan, std::shared_ptr<UniqueFd> v4, std::shared_ptr<UniqueFd> v6,
+                       uint32_t drain_seconds);
+  void remove_workspace(const std::string& workspace_id);
+
+  // Loop-thread internals (used by Listener).
+  struct LoopWorkspace;
+  void on_accept(LoopWorkspace& ws, int fd);
+  void maybe_free(LoopWorkspace* ws);
+
+ private:
+  void thread_main();
+  void resolve(relay::RelayConnection& c, const std::string& host) override;
+  Status check_address(const policy::IpAddress& a) override;
+  void on_established(relay::RelayConnection& c) override;
+  void on_dial_failed(relay::RelayConnection& c, const std::string& reason) override;
+  void on_closed(relay::RelayConnection& c) override;
+  void on_released(relay::RelayConnection& c) override;
+  void drain(relay::RelayConnection& c, uint32_t drain_seconds);
+  EgressStats& stats_for(LoopWorkspace& ws, const std::string& egress_id);
+  void retire(std::unique_ptr<LoopWorkspace> ws);
+
+  const unsigned index_;
+  WorkerHost& host_;
+  WorkerOptions opts_;
+  std::thread thread_;
+  std::unique_ptr<uring::Loop> loop_;
+  // Loop-thread state.
+  std::unordered_map<std::string, relay::DialTargetPtr> egresses_;
+  std::unordered_map<std::string, std::unique_ptr<LoopWorkspace>> workspaces_;
+  std::vector<std::unique_ptr<LoopWorkspace>> retired_;
+};
+
+}  // namespace kib::dataplane

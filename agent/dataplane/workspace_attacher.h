@@ -1,0 +1,35 @@
+#pragma once
+// What the data plane needs from the namespace side (netns/): install interception
+// for a Workspace and hand over its transparent listeners, one per loop and family.
+#include <string>
+#include <vector>
+
+#include "agent/common/result.h"
+#include "agent/common/unique_fd.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
+
+namespace kib::dataplane {
+
+struct WorkspaceListeners {
+  // Listening TCP sockets; the data plane's loop i accepts on v4[i] and v6[i] (any
+  // missing index: that loop does not accept on that family).
+  std::vector<UniqueFd> v4;
+  std::vector<UniqueFd> v6;
+};
+
+class WorkspaceAttacher {
+ public:
+  virtual ~WorkspaceAttacher() = default;
+  // First time for a Workspace: install the rules and open the listeners.
+  virtual Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
+                                            const ::kibotos::ctrl::v1::NetworkPolicy& policy,
+                                            unsigned loops) = 0;
+  // The policy changed: replace the rules (listeners stay).
+  virtual Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) = 0;
+  // Removes everything installed for the Workspace.
+  virtual void detach(const std::string& workspace_id) = 0;
+  // Empty while the namespace and its rules are intact, else why not.
+  virtual std::string health(const std::string& /*workspace_id*/) const { return {}; }
+};
+
+}  // namespace kib::dataplane

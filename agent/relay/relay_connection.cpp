@@ -1,0 +1,511 @@
+#include "agent/relay/relay_connection.h"
+
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "agent/relay/socks5_client.h"
+
+namespace kib::relay {
+
+struct RelayConnection::Handshake {
+  explicit Handshake(const Socks5Credentials& creds, const sockaddr* dst) : socks(creds, dst) {}
+  Socks5Client socks;
+  std::vector<policy::IpAddress> addresses;
+  size_t next = 0;
+  SocketAddress peer{};  // the address being connected (must outlive the CONNECT op)
+  std::string last_error;
+  bool connect_timed_out = false;
+};
+
+namespace {
+
+std::string errno_text(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
+
+void set_reset_on_close(int fd) {
+  if (fd < 0) return;
+  linger l{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+}
+
+SocketAddress to_socket_address(const policy::IpAddress& ip, uint16_t port) {
+  SocketAddress a{};
+  if (ip.family == AF_INET6) {
+    a.v6.sin6_family = AF_INET6;
+    std::memcpy(&a.v6.sin6_addr, ip.bytes.data(), 16);
+    a.v6.sin6_port = htons(port);
+  } else {
+    a.v4.sin_family = AF_INET;
+    std::memcpy(&a.v4.sin_addr, ip.bytes.data(), 4);
+    a.v4.sin_port = htons(port);
+  }
+  return a;
+}
+
+}  // namespace
+
+RelayConnection::RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts,
+                                 int guest_fd, const SocketAddress& original_dst, DialTargetPtr target)
+    : loop_(loop),
+      obs_(obs),
+      timeouts_(timeouts),
+      target_(std::move(target)),
+      timer_(this),
+      dst_(original_dst),
+      guest_fd_(guest_fd) {}
+
+RelayConnection::~RelayConnection() {
+  if (guest_fd_ >= 0) ::close(guest_fd_);
+  if (up_fd_ >= 0) ::close(up_fd_);
+}
+
+void RelayConnection::start() {
+  hs_ = std::make_unique<Handshake>(target_->credentials, &dst_.sa);
+  last_activity_ = loop_.now_ms();
+  const auto& ep = target_->endpoint;
+  if (ep.ip) {
+    on_resolved(std::vector<policy::IpAddress>{*ep.ip});
+    return;
+  }
+  phase_ = Phase::resolving;
+  set_in_flight(kResolve);
+  obs_.resolve(*this, ep.host);
+}
+
+void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) {
+  clear_in_flight(kResolve);
+  if (phase_ == Phase::closing) return maybe_release();
+  if (!addrs.ok()) return dial_failed("resolve: " + addrs.error().message);
+  if (addrs->empty()) return dial_failed("resolve: " + target_->endpoint.host + " has no address");
+  // "check every resolved address ... connect only to an address that passed"
+  for (const auto& a : *addrs) {
+    Status st = obs_.check_address(a);
+    if (st.ok()) hs_->addresses.push_back(a);
+    else hs_->last_error = st.error().message;
+  }
+  if (hs_->addresses.empty()) return dial_failed("refused endpoint address: " + hs_->last_error);
+  connect_next();
+}
+
+void RelayConnection::connect_next() {
+  if (up_fd_ >= 0) {
+    ::close(up_fd_);
+    up_fd_ = -1;
+  }
+  if (hs_->next >= hs_->addresses.size()) return dial_failed(hs_->last_error);
+  hs_->peer = to_socket_address(hs_->addresses[hs_->next++], target_->endpoint.port);
+  int fd = ::socket(hs_->peer.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) return dial_failed(errno_text("socket", errno));
+  up_fd_ = fd;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  phase_ = Phase::connecting;
+  hs_->connect_timed_out = false;
+  phase_deadline_ = loop_.now_ms() + timeouts_.connect_ms;
+  rearm_timer();
+  io_uring_sqe* s = loop_.sqe(this, kConnect);
+  io_uring_prep_connect(s, fd, &hs_->peer.sa, hs_->peer.length());
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, kConnect));
+  set_in_flight(kConnect);
+}
+
+void RelayConnection::on_connected(int32_t res) {
+  if (res < 0) {
+    hs_->last_error = hs_->connect_timed_out ? std::string("connect: timed out") : errno_text("connect", -res);
+    return connect_next();
+  }
+  phase_deadline_ = loop_.now_ms() + timeouts_.handshake_ms;
+  rearm_timer();
+  if (target_->tls) {
+    auto s = TlsSession::create(target_->tls);
+    if (!s.ok()) return dial_failed("tls: " + s.error().message);
+    tls_ = std::move(s.value());
+    phase_ = Phase::tls_handshake;
+    drive_tls_handshake();
+  } else {
+    begin_socks();
+  }
+}
+
+void RelayConnection::drive_tls_handshake() {
+  switch (tls_->handshake()) {
+    case TlsSession::Io::ok:
+      pump_to_up();
+      return begin_socks();
+    case TlsSession::Io::want_read:
+      pump_to_up();
+      arm_recv(kUp);
+      return;
+    default: return dial_failed(tls_->last_error());
+  }
+}
+
+void RelayConnection::begin_socks() {
+  phase_ = Phase::socks;
+  std::string_view greeting = hs_->socks.start();
+  if (tls_) {
+    if (tls_->write(reinterpret_cast<const uint8_t*>(greeting.data()), greeting.size()) != TlsSession::Io::ok)
+      return dial_failed(tls_->last_error());
+    hs_->socks.take_output();
+  }
+  pump_to_up();
+  arm_recv(kUp);
+}
+
+void RelayConnection::enter_relay() {
+  phase_ = Phase::relaying;
+  hs_.reset();
+  last_activity_ = loop_.now_ms();
+  rearm_timer();
+  obs_.on_established(*this);
+  pump_to_guest();
+  pump_to_up();
+}
+
+void RelayConnection::arm_recv(int side) {
+  unsigned tag = recv_tag(side);
+  if (in_flight(tag) || phase_ == Phase::closing) return;
+  io_uring_sqe* s = loop_.sqe(this, tag);
+  io_uring_prep_recv(s, fd(side), nullptr, loop_.buffers().buffer_size(), 0);
+  s->flags |= IOSQE_BUFFER_SELECT;
+  s->buf_group = loop_.buffers().group_id();
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
+  set_in_flight(tag);
+}
+
+void RelayConnection::submit_send(int side, const uint8_t* data, uint32_t len) {
+  unsigned tag = send_tag(side);
+  io_uring_sqe* s = loop_.sqe(this, tag);
+  io_uring_prep_send(s, fd(side), data, len, MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
+  set_in_flight(tag);
+}
+
+void RelayConnection::release_flow_buffer(Flow& f) {
+  if (f.bid >= 0) loop_.give_back(static_cast<uint16_t>(f.bid));
+  if (f.pooled != nullptr) loop_.pool().give_back(f.pooled);
+  f.bid = -1;
+  f.pooled = nullptr;
+  f.data = nullptr;
+  f.off = f.len = 0;
+}
+
+void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
+  clear_in_flight(tag);
+  switch (tag) {
+    case kGuestRecv: return on_recv(kGuest, res, flags);
+    case kUpRecv: return on_recv(kUp, res, flags);
+    case kGuestSend: return on_send(kGuest, res);
+    case kUpSend: return on_send(kUp, res);
+    case kConnect:
+      if (phase_ == Phase::closing) return maybe_release();
+      return on_connected(res);
+    default: return;
+  }
+}
+
+void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
+  int32_t bid = -1;
+  if (flags & IORING_CQE_F_BUFFER) {
+    bid = static_cast<int32_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+    loop_.buffers().note_picked();
+  }
+  if (phase_ == Phase::closing) {
+    if (bid >= 0) loop_.give_back(static_cast<uint16_t>(bid));
+    return maybe_release();
+  }
+  if (res == -ENOBUFS) {
+    // The loop's buffers are all in flight: wait for one to come back.
+    flow_[side].need_buffer = true;
+    loop_.wait_for_buffer(*this);
+    return;
+  }
+  if (res < 0) {
+    if (phase_ != Phase::relaying) return dial_failed(errno_text("endpoint recv", -res));
+    return close(true);
+  }
+  last_activity_ = loop_.now_ms();
+  if (res == 0) {
+    if (phase_ != Phase::relaying) {
+      if (side == kUp) return dial_failed("endpoint closed the connection during the handshake");
+      return close(true);
+    }
+    return handle_eof(side);
+  }
+  uint8_t* data = loop_.buffers().data(static_cast<uint16_t>(bid));
+  uint32_t len = static_cast<uint32_t>(res);
+  if (phase_ != Phase::relaying) return on_handshake_bytes(data, len, bid);
+  if (tls_ && side == kUp) {
+    tls_->feed(data, len);
+    loop_.give_back(static_cast<uint16_t>(bid));
+    return pump_to_guest();
+  }
+  if (tls_) {  // plaintext from the guest, encrypted into the write BIO
+    TlsSession::Io io = tls_->write(data, len);
+    loop_.give_back(static_cast<uint16_t>(bid));
+    if (io != TlsSession::Io::ok) return close(true);
+    return pump_to_up();
+  }
+  Flow& f = flow_[side];
+  f.bid = bid;
+  f.data = data;
+  f.off = 0;
+  f.len = len;
+  if (side == kGuest) pump_to_up();
+  else pump_to_guest();
+}
+
+void RelayConnection::on_handshake_bytes(uint8_t* data, uint32_t len, int32_t bid) {
+  if (!tls_) return feed_socks(data, len, bid, nullptr);
+  tls_->feed(data, len);
+  loop_.give_back(static_cast<uint16_t>(bid));
+  if (phase_ == Phase::tls_handshake) return drive_tls_handshake();
+  read_socks_reply_tls();
+}
+
+void RelayConnection::read_socks_reply_tls() {
+  uint8_t* buf = loop_.pool().take();
+  if (buf == nullptr) return dial_failed("out of memory");
+  size_t n = 0;
+  TlsSession::Io io = tls_->read(buf, loop_.pool().buffer_size(), &n);
+  if (io == TlsSession::Io::want_read) {
+    loop_.pool().give_back(buf);
+    pump_to_up();
+    return arm_recv(kUp);
+  }
+  if (io != TlsSession::Io::ok) {
+    loop_.pool().give_back(buf);
+    return dial_failed(io == TlsSession::Io::closed ? "endpoint closed the connection during the handshake"
+                                                    : tls_->last_error());
+  }
+  feed_socks(buf, static_cast<uint32_t>(n), -1, buf);
+}
+
+// Bytes of the SOCKS5 exchange (plaintext). Whatever follows the CONNECT reply is
+// already tunnelled data for the guest.
+void RelayConnection::feed_socks(uint8_t* data, uint32_t len, int32_t bid, uint8_t* pooled) {
+  size_t used = hs_->socks.feed(data, len);
+  auto drop = [&] {
+    if (bid >= 0) loop_.give_back(static_cast<uint16_t>(bid));
+    loop_.pool().give_back(pooled);
+  };
+  switch (hs_->socks.state()) {
+    case Socks5Client::State::failed:
+      drop();
+      return dial_failed(std::string("socks5: ") + std::string(socks5_failure_name(hs_->socks.failure())));
+    case Socks5Client::State::done: {
+      Flow& f = flow_[kUp];
+      if (used < len) {
+        f.bid = bid;
+        f.pooled = pooled;
+        f.data = data;
+        f.off = static_cast<uint32_t>(used);
+        f.len = len - static_cast<uint32_t>(used);
+      } else {
+        drop();
+      }
+      return enter_relay();
+    }
+    default: break;
+  }
+  drop();
+  std::string_view out = hs_->socks.pending_output();
+  if (!out.empty() && tls_) {
+    if (tls_->write(reinterpret_cast<const uint8_t*>(out.data()), out.size()) != TlsSession::Io::ok)
+      return dial_failed(tls_->last_error());
+    hs_->socks.take_output();
+  }
+  pump_to_up();
+  if (tls_) return read_socks_reply_tls();
+  arm_recv(kUp);
+}
+
+void RelayConnection::on_send(int side, int32_t res) {
+  Flow& f = flow_[side == kGuest ? kUp : kGuest];  // the flow that sends to `side`
+  if (phase_ == Phase::closing) return maybe_release();
+  if (res < 0) {
+    if (phase_ != Phase::relaying) return dial_failed(errno_text("endpoint send", -res));
+    return close(true);
+  }
+  f.off += static_cast<uint32_t>(res);
+  f.len -= static_cast<uint32_t>(res);
+  if (f.len == 0) {
+    if (phase_ != Phase::relaying && !tls_ && side == kUp) hs_->socks.take_output();
+    release_flow_buffer(f);
+  }
+  if (side == kUp) pump_to_up();
+  else pump_to_guest();
+}
+
+// Moves pending bytes toward the endpoint; when none are left, re-arms the guest
+// read (at most one send in flight: a slow endpoint stops reads from the guest).
+void RelayConnection::pump_to_up() {
+  if (in_flight(kUpSend) || phase_ == Phase::closing) return;
+  Flow& f = flow_[kGuest];
+  if (f.len == 0 && phase_ != Phase::relaying && !tls_) {
+    std::string_view out = hs_->socks.pending_output();
+    f.data = reinterpret_cast<uint8_t*>(const_cast<char*>(out.data()));
+    f.off = 0;
+    f.len = static_cast<uint32_t>(out.size());
+  }
+  if (f.len == 0 && tls_ && tls_->pending_out() > 0) {
+    if (f.pooled == nullptr) f.pooled = loop_.pool().take();
+    if (f.pooled == nullptr) return close(true);
+    f.data = f.pooled;
+    f.off = 0;
+    f.len = static_cast<uint32_t>(tls_->take_out(f.pooled, loop_.pool().buffer_size()));
+  }
+  if (f.len > 0) return submit_send(kUp, f.data + f.off, f.len);
+  release_flow_buffer(f);
+  if (phase_ != Phase::relaying) return;
+  if (f.eof) {
+    if (!f.shut) {
+      ::shutdown(up_fd_, SHUT_WR);
+      f.shut = true;
+    }
+    return maybe_finish();
+  }
+  if (!f.need_buffer) arm_recv(kGuest);
+}
+
+void RelayConnection::pump_to_guest() {
+  if (in_flight(kGuestSend) || phase_ != Phase::relaying) return;
+  Flow& f = flow_[kUp];
+  if (f.len == 0 && tls_ && !f.eof) {
+    if (f.pooled == nullptr) f.pooled = loop_.pool().take();
+    if (f.pooled == nullptr) return close(true);
+    size_t n = 0;
+    TlsSession::Io io = tls_->read(f.pooled, loop_.pool().buffer_size(), &n);
+    pump_to_up();  // reading may have queued protocol bytes (key update, alerts)
+    if (io == TlsSession::Io::ok) {
+      f.data = f.pooled;
+      f.off = 0;
+      f.len = static_cast<uint32_t>(n);
+    } else if (io == TlsSession::Io::closed) {
+      f.eof = true;
+    } else if (io == TlsSession::Io::error) {
+      return close(true);
+    }
+  }
+  if (f.len > 0) return submit_send(kGuest, f.data + f.off, f.len);
+  release_flow_buffer(f);
+  if (f.eof) {
+    if (!f.shut) {
+      ::shutdown(guest_fd_, SHUT_WR);
+      f.shut = true;
+    }
+    return maybe_finish();
+  }
+  if (!f.need_buffer) arm_recv(kUp);
+}
+
+void RelayConnection::handle_eof(int side) {
+  Flow& f = flow_[side];
+  f.eof = true;
+  if (side == kUp) {
+    // A TLS stream must end with close_notify; without it the data may be cut short.
+    if (tls_) tls_->feed_eof();
+    if (tls_ && f.len == 0) {
+      size_t n = 0;
+      if (f.pooled == nullptr) f.pooled = loop_.pool().take();
+      if (f.pooled == nullptr) return close(true);
+      TlsSession::Io io = tls_->read(f.pooled, loop_.pool().buffer_size(), &n);
+      if (io == TlsSession::Io::ok) {
+        f.data = f.pooled;
+        f.off = 0;
+        f.len = static_cast<uint32_t>(n);
+        f.eof = false;  // more plaintext first; the EOF is seen again on the next read
+      } else if (io == TlsSession::Io::error) {
+        return close(true);
+      }
+    }
+    return pump_to_guest();
+  }
+  if (tls_) tls_->shutdown();  // queues close_notify before our FIN
+  pump_to_up();
+}
+
+void RelayConnection::maybe_finish() {
+  if (flow_[kGuest].shut && flow_[kUp].shut) close(false);
+}
+
+void RelayConnection::on_buffer_available() {
+  for (int side : {kGuest, kUp}) {
+    if (!flow_[side].need_buffer) continue;
+    flow_[side].need_buffer = false;
+    arm_recv(side);
+  }
+}
+
+void RelayConnection::rearm_timer() {
+  if (phase_ == Phase::closing) return;
+  uint64_t d = phase_ == Phase::relaying ? last_activity_ + timeouts_.idle_ms : phase_deadline_;
+  if (drain_deadline_ != 0 && (d == 0 || drain_deadline_ < d)) d = drain_deadline_;
+  if (d == 0) return timer_.cancel();
+  loop_.timers().arm(timer_, d);
+}
+
+void RelayConnection::on_timer(uring::Timer&) {
+  uint64_t now = loop_.now_ms();
+  if (drain_deadline_ != 0 && now >= drain_deadline_) return close(true);
+  switch (phase_) {
+    case Phase::relaying:
+      if (now >= last_activity_ + timeouts_.idle_ms) return close(true);
+      return rearm_timer();
+    case Phase::connecting:
+      if (now >= phase_deadline_) {
+        hs_->connect_timed_out = true;
+        loop_.cancel(this, kConnect);  // its CQE (-ECANCELED) tries the next address
+        return;
+      }
+      return rearm_timer();
+    case Phase::tls_handshake:
+    case Phase::socks:
+      if (now >= phase_deadline_) return dial_failed("handshake timed out");
+      return rearm_timer();
+    default: return rearm_timer();
+  }
+}
+
+void RelayConnection::drain_until(uint64_t deadline_ms) {
+  if (phase_ == Phase::closing || drain_deadline_ != 0) return;
+  if (deadline_ms <= loop_.now_ms()) return close(true);
+  drain_deadline_ = deadline_ms;
+  rearm_timer();
+}
+
+void RelayConnection::dial_failed(const std::string& reason) {
+  if (phase_ == Phase::closing) return;
+  obs_.on_dial_failed(*this, reason);
+  close(true);  // "a refused or failed dial resets the guest connection"
+}
+
+void RelayConnection::close(bool reset) {
+  if (phase_ == Phase::closing) return;
+  phase_ = Phase::closing;
+  if (reset) {
+    set_reset_on_close(guest_fd_);
+    set_reset_on_close(up_fd_);
+  }
+  timer_.cancel();
+  loop_.stop_waiting(*this);
+  for (unsigned tag = kGuestRecv; tag <= kConnect; ++tag)
+    if (in_flight(tag)) loop_.cancel(this, tag);
+  closed_notified_ = true;
+  obs_.on_closed(*this);
+  maybe_release();
+}
+
+// Frees buffers and fds only once every operation has reported its own CQE.
+void RelayConnection::maybe_release() {
+  if (phase_ != Phase::closing || inflight_ != 0) return;
+  release_flow_buffer(flow_[kGuest]);
+  release_flow_buffer(flow_[kUp]);
+  tls_.reset();
+  hs_.reset();
+  obs_.on_released(*this);  // deletes this
+}
+
+}  // namespace kib::relay

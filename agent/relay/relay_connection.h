@@ -1,0 +1,150 @@
+#pragma once
+// One guest TCP connection relayed through an Egress: dial (resolve, address check,
+// connect, optional TLS, SOCKS5), then bytes both ways until both sides are done.
+// Lives on one loop; freed only after the CQE of every operation it submitted.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/policy/ip_address.h"
+#include "agent/relay/dial_target.h"
+#include "agent/relay/tls_session.h"
+#include "uring/loop.h"
+
+namespace kib::relay {
+
+class RelayConnection;
+
+// What a connection needs from, and tells, the data plane that owns it.
+class ConnectionObserver {
+ public:
+  // Starts resolving host; must later call c.on_resolved() exactly once, on c's loop.
+  virtual void resolve(RelayConnection& c, const std::string& host) = 0;
+  // The special-purpose check (with the config's exemptions): ok, or why not.
+  virtual Status check_address(const policy::IpAddress& a) = 0;
+  virtual void on_established(RelayConnection& c) = 0;
+  virtual void on_dial_failed(RelayConnection& c, const std::string& reason) = 0;
+  // The connection stopped counting (closing); its operations may still be pending.
+  virtual void on_closed(RelayConnection& c) = 0;
+  // Every operation finished and every resource is released: delete c now.
+  virtual void on_released(RelayConnection& c) = 0;
+
+ protected:
+  ~ConnectionObserver() = default;
+};
+
+struct RelayTimeouts {
+  uint64_t connect_ms = 10000;
+  uint64_t handshake_ms = 10000;
+  uint64_t idle_ms = 3600000;
+};
+
+union SocketAddress {
+  sockaddr sa;
+  sockaddr_in v4;
+  sockaddr_in6 v6;
+  socklen_t length() const { return sa.sa_family == AF_INET6 ? sizeof v6 : sizeof v4; }
+};
+
+class RelayConnection final : private uring::Completion,
+                              private uring::TimerHandler,
+                              private uring::BufferWaiter {
+ public:
+  RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts, int guest_fd,
+                  const SocketAddress& original_dst, DialTargetPtr target);
+  ~RelayConnection();
+  RelayConnection(const RelayConnection&) = delete;
+  RelayConnection& operator=(const RelayConnection&) = delete;
+
+  void start();
+  void on_resolved(Result<std::vector<policy::IpAddress>> addrs);
+  // Drain: closes at deadline_ms (now or earlier: at once). A connection already
+  // draining keeps its own deadline.
+  void drain_until(uint64_t deadline_ms);
+  // Resets both sides now.
+  void abort() { close(true); }
+
+  bool draining() const { return drain_deadline_ != 0; }
+  bool closing() const { return phase_ == Phase::closing; }
+  bool established() const { return phase_ == Phase::relaying; }
+  const DialTarget& target() const { return *target_; }
+  const SocketAddress& original_dst() const { return dst_; }
+
+  // Owner's intrusive list and context.
+  RelayConnection* prev = nullptr;
+  RelayConnection* next = nullptr;
+  void* owner_context = nullptr;
+
+ private:
+  enum class Phase : uint8_t { idle, resolving, connecting, tls_handshake, socks, relaying, closing };
+  enum Side : int { kGuest = 0, kUp = 1 };
+  enum Tag : unsigned { kGuestRecv = 0, kGuestSend = 1, kUpRecv = 2, kUpSend = 3, kConnect = 4, kResolve = 5 };
+  struct Flow {  // bytes read from one side, waiting to be sent to the other
+    uint8_t* data = nullptr;
+    uint32_t off = 0;
+    uint32_t len = 0;
+    int32_t bid = -1;           // provided buffer held
+    uint8_t* pooled = nullptr;  // pool buffer held
+    bool eof = false;           // the source sent FIN
+    bool shut = false;          // FIN passed on to the destination
+    bool need_buffer = false;   // recv got ENOBUFS
+  };
+  struct Handshake;
+
+  static unsigned recv_tag(int side) { return side == kGuest ? kGuestRecv : kUpRecv; }
+  static unsigned send_tag(int side) { return side == kGuest ? kGuestSend : kUpSend; }
+  int fd(int side) const { return side == kGuest ? guest_fd_ : up_fd_; }
+  bool in_flight(unsigned tag) const { return (inflight_ >> tag) & 1u; }
+  void set_in_flight(unsigned tag) { inflight_ |= static_cast<uint8_t>(1u << tag); }
+  void clear_in_flight(unsigned tag) { inflight_ &= static_cast<uint8_t>(~(1u << tag)); }
+
+  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_timer(uring::Timer& t) override;
+  void on_buffer_available() override;
+
+  void connect_next();
+  void on_connected(int32_t res);
+  void begin_socks();
+  void enter_relay();
+  void on_recv(int side, int32_t res, uint32_t flags);
+  void on_send(int side, int32_t res);
+  void on_handshake_bytes(uint8_t* data, uint32_t len, int32_t bid);
+  void drive_tls_handshake();
+  void read_socks_reply_tls();
+  void feed_socks(uint8_t* data, uint32_t len, int32_t bid, uint8_t* pooled);
+  void handle_eof(int side);
+  void pump_to_up();
+  void pump_to_guest();
+  void arm_recv(int side);
+  void submit_send(int side, const uint8_t* data, uint32_t len);
+  void release_flow_buffer(Flow& f);
+  void dial_failed(const std::string& reason);
+  void close(bool reset);
+  void maybe_release();
+  void rearm_timer();
+  void maybe_finish();
+
+  uring::Loop& loop_;
+  ConnectionObserver& obs_;
+  const RelayTimeouts& timeouts_;
+  DialTargetPtr target_;
+  std::unique_ptr<Handshake> hs_;   // only while dialing
+  std::unique_ptr<TlsSession> tls_;
+  uring::Timer timer_;
+  Flow flow_[2];  // flow_[kGuest]: guest -> up; flow_[kUp]: up -> guest
+  SocketAddress dst_;
+  uint64_t phase_deadline_ = 0;
+  uint64_t drain_deadline_ = 0;
+  uint64_t last_activity_ = 0;
+  int guest_fd_;
+  int up_fd_ = -1;
+  Phase phase_ = Phase::idle;
+  uint8_t inflight_ = 0;
+  bool closed_notified_ = false;
+};
+
+}  // namespace kib::relay

@@ -1,0 +1,80 @@
+#include "agent/relay/tls_context.h"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+namespace kib::relay {
+
+namespace {
+
+std::string openssl_error(const char* what) {
+  unsigned long e = ERR_get_error();
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  ERR_clear_error();
+  return std::string(what) + ": " + buf;
+}
+
+bool is_ip_literal(const std::string& s) {
+  in6_addr a6;
+  in_addr a4;
+  return inet_pton(AF_INET, s.c_str(), &a4) == 1 || inet_pton(AF_INET6, s.c_str(), &a6) == 1;
+}
+
+Status load_ca(SSL_CTX* ctx, const std::string& pem) {
+  X509_STORE* store = X509_STORE_new();
+  if (store == nullptr) return Error{Code::internal, "X509_STORE_new failed"};
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  int added = 0;
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_cert(store, cert) == 1) ++added;
+    X509_free(cert);
+  }
+  BIO_free(bio);
+  ERR_clear_error();  // the PEM loop ends on a "no start line" error
+  if (added == 0) {
+    X509_STORE_free(store);
+    return Error{Code::invalid_argument, "ca_cert holds no PEM certificate"};
+  }
+  SSL_CTX_set_cert_store(ctx, store);  // takes ownership
+  return {};
+}
+
+}  // namespace
+
+Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::string& server_name,
+                                                                   const std::string& ca_pem) {
+  auto c = std::make_shared<TlsClientContext>();
+  c->ctx_.reset(SSL_CTX_new(TLS_client_method()));
+  if (!c->ctx_) return Error{Code::internal, openssl_error("SSL_CTX_new")};
+  SSL_CTX* ctx = c->ctx_.get();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  if (!ca_pem.empty()) {
+    KIB_TRY(load_ca(ctx, ca_pem));
+  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    return Error{Code::internal, openssl_error("loading the system trust roots")};
+  }
+  c->name_ = server_name;
+  c->name_is_ip_ = is_ip_literal(server_name);
+  return c;
+}
+
+SSL_SESSION* TlsClientContext::take_session_ref() const {
+  std::lock_guard lk(mu_);
+  if (!session_) return nullptr;
+  SSL_SESSION_up_ref(session_.get());
+  return session_.get();
+}
+
+void TlsClientContext::remember_session(SSL_SESSION* s) {
+  SSL_SESSION_up_ref(s);
+  std::lock_guard lk(mu_);
+  session_.reset(s);
+}
+
+}  // namespace kib::relay

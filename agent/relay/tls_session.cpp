@@ -1,0 +1,109 @@
+#include "agent/relay/tls_session.h"
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+namespace kib::relay {
+
+Result<std::unique_ptr<TlsSession>> TlsSession::create(std::shared_ptr<TlsClientContext> ctx) {
+  auto s = std::make_unique<TlsSession>();
+  s->ssl_.reset(SSL_new(ctx->get()));
+  if (!s->ssl_) return Error{Code::resource_exhausted, "SSL_new failed"};
+  SSL* ssl = s->ssl_.get();
+  s->rbio_ = BIO_new(BIO_s_mem());
+  s->wbio_ = BIO_new(BIO_s_mem());
+  if (s->rbio_ == nullptr || s->wbio_ == nullptr) {
+    BIO_free(s->rbio_);
+    BIO_free(s->wbio_);
+    return Error{Code::resource_exhausted, "BIO_new failed"};
+  }
+  // An empty read BIO means "wait for more", not end of stream.
+  BIO_set_mem_eof_return(s->rbio_, -1);
+  SSL_set_bio(ssl, s->rbio_, s->wbio_);
+  SSL_set_connect_state(ssl);
+  const std::string& name = ctx->verify_name();
+  if (ctx->name_is_ip()) {
+    // "no SNI for IP literals, but verify the IP"
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) != 1)
+      return Error{Code::invalid_argument, "bad IP for TLS verification: " + name};
+  } else {
+    SSL_set_tlsext_host_name(ssl, name.c_str());
+    if (SSL_set1_host(ssl, name.c_str()) != 1)
+      return Error{Code::invalid_argument, "bad TLS server name: " + name};
+  }
+  if (SSL_SESSION* sess = ctx->take_session_ref()) {
+    SSL_set_session(ssl, sess);
+    SSL_SESSION_free(sess);
+  }
+  s->ctx_ = std::move(ctx);
+  return s;
+}
+
+void TlsSession::feed(const uint8_t* data, size_t len) { BIO_write(rbio_, data, static_cast<int>(len)); }
+
+void TlsSession::feed_eof() { BIO_set_mem_eof_return(rbio_, 0); }
+
+size_t TlsSession::pending_out() const { return BIO_ctrl_pending(wbio_); }
+
+size_t TlsSession::take_out(uint8_t* buf, size_t cap) {
+  int n = BIO_read(wbio_, buf, static_cast<int>(cap));
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+TlsSession::Io TlsSession::map_error(int rc, const char* what) {
+  int e = SSL_get_error(ssl_.get(), rc);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return Io::want_read;
+  if (e == SSL_ERROR_ZERO_RETURN) return Io::closed;
+  long v = SSL_get_verify_result(ssl_.get());
+  if (v != X509_V_OK) {
+    error_ = std::string("tls verify: ") + X509_verify_cert_error_string(v);
+  } else {
+    unsigned long ee = ERR_peek_error();
+    char buf[256] = "connection closed";
+    if (ee != 0) ERR_error_string_n(ee, buf, sizeof buf);
+    error_ = std::string(what) + ": " + buf;
+  }
+  ERR_clear_error();
+  return Io::error;
+}
+
+TlsSession::Io TlsSession::handshake() {
+  int rc = SSL_do_handshake(ssl_.get());
+  if (rc == 1) {
+    if (SSL_SESSION* s = SSL_get1_session(ssl_.get())) {
+      if (SSL_SESSION_is_resumable(s)) ctx_->remember_session(s);
+      SSL_SESSION_free(s);
+    }
+    return Io::ok;
+  }
+  return map_error(rc, "tls handshake");
+}
+
+TlsSession::Io TlsSession::read(uint8_t* buf, size_t cap, size_t* n) {
+  *n = 0;
+  size_t got = 0;
+  int rc = SSL_read_ex(ssl_.get(), buf, cap, &got);
+  if (rc == 1) {
+    *n = got;
+    return Io::ok;
+  }
+  return map_error(rc, "tls read");
+}
+
+TlsSession::Io TlsSession::write(const uint8_t* data, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    size_t w = 0;
+    int rc = SSL_write_ex(ssl_.get(), data + done, len - done, &w);
+    if (rc != 1) return map_error(rc, "tls write");
+    done += w;
+  }
+  return Io::ok;
+}
+
+void TlsSession::shutdown() {
+  SSL_shutdown(ssl_.get());
+  ERR_clear_error();
+}
+
+}  // namespace kib::relay

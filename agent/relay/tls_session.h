@@ -1,0 +1,53 @@
+#pragma once
+// One client TLS connection driven through memory BIOs: the loop moves ciphertext
+// between the socket and the BIOs; this class never touches a socket.
+#include <openssl/ssl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/common/result.h"
+#include "agent/relay/tls_context.h"
+
+namespace kib::relay {
+
+struct SslFree {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+
+class TlsSession {
+ public:
+  enum class Io { ok, want_read, closed, error };
+
+  static Result<std::unique_ptr<TlsSession>> create(std::shared_ptr<TlsClientContext> ctx);
+
+  // Ciphertext from the socket.
+  void feed(const uint8_t* data, size_t len);
+  // The peer's TCP stream ended.
+  void feed_eof();
+  // Ciphertext to send to the socket (0 when none).
+  size_t pending_out() const;
+  size_t take_out(uint8_t* buf, size_t cap);
+
+  // Drives the handshake: ok when done, want_read when it needs more ciphertext.
+  Io handshake();
+  // Plaintext: ok with *n > 0; want_read; closed (close_notify or clean EOF); error.
+  Io read(uint8_t* buf, size_t cap, size_t* n);
+  // Plaintext out: always fully buffered into the write BIO unless error.
+  Io write(const uint8_t* data, size_t len);
+  // Queues close_notify.
+  void shutdown();
+  std::string last_error() const { return error_; }
+
+ private:
+  Io map_error(int rc, const char* what);
+  std::unique_ptr<SSL, SslFree> ssl_;
+  BIO* rbio_ = nullptr;  // owned by ssl_
+  BIO* wbio_ = nullptr;  // owned by ssl_
+  std::shared_ptr<TlsClientContext> ctx_;
+  std::string error_;
+};
+
+}  // namespace kib::relay

@@ -1,0 +1,123 @@
+"""Shared pieces of the data-plane integration tests: the relay harness (the real
+DataplaneRuntime commanded over stdin), SOCKS5/TLS peers, and guest-side clients."""
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import lab as labmod  # noqa: E402
+
+BUILD = os.environ.get("KIBOTOS_BUILD_ROOT", "")
+HARNESS = os.path.join(BUILD, "tests/integration/dataplane/relay_harness")
+PYTHON = "/usr/bin/python3"
+
+
+class Harness:
+    """relay_harness in the root namespace (where the lab's agent dials from)."""
+
+    def __init__(self, lab, *flags):
+        args = [HARNESS, "--allow", "10.0.0.0/8", "--allow", "fd00::/8", *map(str, flags)]
+        self.proc = lab.popen(None, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, bufsize=1)
+        assert self.read_line(10) == "ready"
+
+    def read_line(self, timeout=10):
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            raise TimeoutError("relay_harness did not answer")
+        return self.proc.stdout.readline().strip()
+
+    def cmd(self, line, expect_ok=True):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        out = self.read_line()
+        if expect_ok:
+            assert out == "ok", f"{line!r} -> {out}"
+        return out
+
+    def status(self, ws_id):
+        import json
+        return json.loads(self.cmd(f"status {ws_id}", expect_ok=False))
+
+    def egress_status(self, ws_id, egress_id):
+        for e in self.status(ws_id).get("egresses", []):
+            if e["egress_id"] == egress_id:
+                return e
+        return {}
+
+
+def dante_conf(lab, port, auth=False, internal=None):
+    internal = internal or lab.socks_v4
+    method = "username" if auth else "none"
+    text = f"""logoutput: stderr
+internal: {internal} port = {port}
+external: {lab.socks_inet_v4}
+clientmethod: none
+socksmethod: {method}
+user.privileged: root
+user.unprivileged: nobody
+client pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 }}
+socks pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 command: connect }}
+"""
+    fd, path = tempfile.mkstemp(prefix="kib-dante-", suffix=".conf")
+    os.write(fd, text.encode())
+    os.close(fd)
+    return path
+
+
+def start_dante(lab, port=1080, auth=False):
+    conf = dante_conf(lab, port, auth)
+    proc = lab.popen(lab.socks, "/usr/sbin/danted", "-f", conf, "-N", "1")
+    labmod.wait_for(lambda: lab.tcp_request(lab.socks, lab.socks_v4, port, timeout=0.5, read=False)[0],
+                    timeout=10, what="dante listening")
+    return proc
+
+
+def start_microsocks(lab, port=1081, user=None, password=None):
+    args = ["/usr/bin/microsocks", "-i", lab.socks_v4, "-p", str(port), "-b", lab.socks_inet_v4]
+    if user:
+        args += ["-u", user, "-P", password]
+    proc = lab.popen(lab.socks, *args)
+    labmod.wait_for(lambda: lab.tcp_request(lab.socks, lab.socks_v4, port, timeout=0.5, read=False)[0],
+                    timeout=10, what="microsocks listening")
+    return proc
+
+
+def guest_curl(lab, ws, url, timeout=10, extra=()):
+    """curl in the guest; returns (exit code, body, stderr)."""
+    p = lab.run(ws.guest, "curl", "-sS", "--max-time", str(timeout), *extra, url,
+                check=False, timeout=timeout + 10)
+    return p.returncode, p.stdout, p.stderr
+
+
+def peer_echo_server(lab, addr, port):
+    """A TCP server in inet answering 'PEER <client ip>' so tests see who connected."""
+    code = (
+        "import socket, threading\n"
+        f"s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(({addr!r}, {port})); s.listen(512)\n"
+        "def serve(c, a):\n"
+        "    try:\n"
+        "        c.sendall(('PEER ' + a[0] + '\\n').encode())\n"
+        "    finally:\n"
+        "        c.close()\n"
+        "while True:\n"
+        "    c, a = s.accept()\n"
+        "    threading.Thread(target=serve, args=(c, a), daemon=True).start()\n"
+    )
+    proc = lab.popen(lab.inet, PYTHON, "-c", code)
+    labmod.wait_for(lambda: lab.tcp_request(lab.inet, addr, port, timeout=0.5)[0], timeout=10,
+                    what="peer echo server")
+    return proc
+
+
+def wait_for(pred, timeout=10, what="condition"):
+    return labmod.wait_for(pred, timeout=timeout, what=what)
+
+
+def now():
+    return time.monotonic()

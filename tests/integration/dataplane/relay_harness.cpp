@@ -1,0 +1,158 @@
+// A test driver for the data plane, not installed: the real DataplaneRuntime and
+// netns attachment, commanded line by line on stdin (what the store would call).
+//
+//   egress ID REV DRAIN HOST:PORT [user=U] [pass=P] [tls] [sni=NAME] [ca=PATH]
+//   delete-egress ID
+//   workspace ID NETNS_PATH DRAIN POLICY_REV EGRESS_ID=CIDR[,CIDR...][@FIRST-LAST] ...
+//   delete-workspace ID
+//   status ID          -> one JSON line (NetworkPolicyStatus)
+//   counts             -> "active N draining M"
+// Every command answers one line: "ok", "error: ...", or its output.
+#include <google/protobuf/util/json_util.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/dataplane/dataplane_runtime.h"
+#include "agent/dataplane/netns_attacher.h"
+
+namespace {
+
+using namespace kib;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream is(s);
+  while (std::getline(is, cur, sep)) out.push_back(cur);
+  return out;
+}
+
+std::string egress_cmd(Runtime& rt, std::istringstream& in) {
+  auto rev = std::make_shared<EgressRevision>();
+  uint32_t drain = 0;
+  std::string address;
+  in >> rev->egress_id >> rev->revision >> drain >> address;
+  auto* s5 = rev->spec.mutable_socks5();
+  s5->set_address(address);
+  std::string opt;
+  while (in >> opt) {
+    if (opt.rfind("user=", 0) == 0) s5->set_username(opt.substr(5));
+    else if (opt.rfind("pass=", 0) == 0) s5->set_password(opt.substr(5));
+    else if (opt == "tls") s5->mutable_tls();
+    else if (opt.rfind("sni=", 0) == 0) s5->mutable_tls()->set_server_name(opt.substr(4));
+    else if (opt.rfind("ca=", 0) == 0) s5->mutable_tls()->set_ca_cert(read_file(opt.substr(3)));
+    else return "error: unknown option " + opt;
+  }
+  rt.egress_published(rev, drain);
+  return "ok";
+}
+
+std::string workspace_cmd(Runtime& rt, std::istringstream& in) {
+  std::string id, path;
+  uint32_t drain = 0;
+  uint64_t prev = 0;
+  in >> id >> path >> drain >> prev;
+  ctrl::NetworkPolicy p;
+  p.set_revision(prev);
+  p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+  std::string route;
+  while (in >> route) {
+    auto eq = route.find('=');
+    if (eq == std::string::npos) return "error: bad route " + route;
+    auto* r = p.add_egresses();
+    r->set_egress_id(route.substr(0, eq));
+    std::string rest = route.substr(eq + 1);
+    auto at = rest.find('@');
+    if (at != std::string::npos) {
+      auto ports = split(rest.substr(at + 1), '-');
+      auto* pr = r->add_ports();
+      pr->set_first(static_cast<uint32_t>(std::stoul(ports[0])));
+      pr->set_last(static_cast<uint32_t>(std::stoul(ports.size() > 1 ? ports[1] : ports[0])));
+      rest = rest.substr(0, at);
+    }
+    for (auto& c : split(rest, ',')) r->add_destinations(c);
+  }
+  Status st = rt.workspace_applied(id, path, p, drain);
+  return st.ok() ? "ok" : "error: " + st.error().message;
+}
+
+std::string status_cmd(Runtime& rt, std::istringstream& in) {
+  std::string id;
+  in >> id;
+  std::string json;
+  google::protobuf::util::JsonPrintOptions o;
+  o.always_print_primitive_fields = true;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(rt.workspace_status(id), &json, o);
+  return json;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--allow") cfg.egress.allowed_special_purpose_cidrs.push_back(v);
+    else if (k == "--threads") cfg.dataplane.threads = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--resolver") cfg.egress.resolvers.push_back(v);
+    else if (k == "--idle") cfg.dataplane.idle_timeout = std::chrono::seconds(std::stoul(v));
+    else if (k == "--handshake-timeout") cfg.dataplane.handshake_timeout = std::chrono::seconds(std::stoul(v));
+    else if (k == "--max-connections") cfg.dataplane.max_connections = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--max-per-workspace")
+      cfg.dataplane.max_connections_per_workspace = static_cast<uint32_t>(std::stoul(v));
+    else {
+      std::cerr << "unknown flag " << k << "\n";
+      return 2;
+    }
+  }
+  dataplane::NetnsAttacher attacher;
+  auto rt = dataplane::DataplaneRuntime::create(cfg, attacher);
+  if (!rt.ok()) {
+    std::cout << "error: " << rt.error().message << std::endl;
+    return 1;
+  }
+  Runtime& runtime = **rt;
+  std::cout << "ready" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    std::string out;
+    if (cmd == "egress") out = egress_cmd(runtime, in);
+    else if (cmd == "delete-egress") {
+      std::string id;
+      in >> id;
+      runtime.egress_deleted(id);
+      out = "ok";
+    } else if (cmd == "workspace") out = workspace_cmd(runtime, in);
+    else if (cmd == "delete-workspace") {
+      std::string id;
+      in >> id;
+      runtime.workspace_deleted(id);
+      out = "ok";
+    } else if (cmd == "status") out = status_cmd(runtime, in);
+    else if (cmd == "counts") {
+      auto c = runtime.counts();
+      out = "active " + std::to_string(c.active_connections) + " draining " + std::to_string(c.draining_connections);
+    } else if (cmd == "quit") break;
+    else if (cmd.empty()) continue;
+    else out = "error: unknown command " + cmd;
+    std::cout << out << std::endl;
+  }
+  rt->reset();
+  return 0;
+}

@@ -1,0 +1,102 @@
+#pragma once
+// One event loop = one io_uring, owned and driven by one thread. Every operation is
+// submitted with encode_user_data(owner, tag); the loop calls owner->complete() for
+// its CQE. Other threads reach the loop only through post().
+#include <liburing.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "agent/common/result.h"
+#include "agent/common/unique_fd.h"
+#include "uring/buffer_pool.h"
+#include "uring/buffer_ring.h"
+#include "uring/completion.h"
+#include "uring/timer_wheel.h"
+
+namespace kib::uring {
+
+struct LoopOptions {
+  uint32_t sq_entries = 4096;
+  uint32_t buffer_count = 1024;   // provided buffers, shared by all sockets of the loop
+  uint32_t buffer_size = 16384;
+};
+
+// Something waiting for a provided buffer after a recv failed with ENOBUFS.
+class BufferWaiter {
+ public:
+  virtual void on_buffer_available() = 0;
+  bool waiting() const { return queued_; }
+
+ protected:
+  ~BufferWaiter() = default;
+
+ private:
+  friend class Loop;
+  BufferWaiter* prev_ = nullptr;
+  BufferWaiter* next_ = nullptr;
+  bool queued_ = false;
+};
+
+class Loop final : private Completion {
+ public:
+  // Must be called on the thread that will run the loop (single-issuer ring).
+  static Result<std::unique_ptr<Loop>> create(const LoopOptions& opts);
+  ~Loop();
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  // An SQE to fill; submits pending ones when the SQ is full. Never null.
+  io_uring_sqe* sqe(Completion* owner, unsigned tag);
+  // Cancels every in-flight operation of owner with that tag (its CQE still comes).
+  void cancel(Completion* owner, unsigned tag);
+
+  // Runs until stop_requested() and the quit predicate (if any) is true.
+  void run(const std::function<bool()>& may_quit = {});
+  // Thread-safe: runs fn on the loop thread.
+  void post(std::function<void()> fn);
+  // Thread-safe.
+  void request_stop();
+  bool stop_requested() const { return stop_.load(std::memory_order_acquire); }
+
+  uint64_t now_ms() const { return now_ms_; }
+  static uint64_t monotonic_ms();
+  TimerWheel& timers() { return timers_; }
+  BufferRing& buffers() { return *buffers_; }
+  BufferPool& pool() { return pool_; }
+  // Returns a provided buffer to the kernel and wakes one waiter.
+  void give_back(uint16_t bid);
+  void wait_for_buffer(BufferWaiter& w);
+  void stop_waiting(BufferWaiter& w);
+
+ private:
+  enum Tag : unsigned { kWakeTag = 1, kTickTag = 2 };
+  Loop(uint64_t now);
+  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void arm_wakeup();
+  void arm_tick();
+  void run_posted();
+
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  UniqueFd event_fd_;
+  uint64_t event_value_ = 0;
+  std::unique_ptr<BufferRing> buffers_;
+  BufferPool pool_{16384 + 512};
+  TimerWheel timers_;
+  uint64_t now_ms_;
+  bool tick_armed_ = false;
+  __kernel_timespec tick_ts_{};
+  std::atomic<bool> stop_{false};
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
+  std::atomic<bool> wake_pending_{false};
+  BufferWaiter* waiters_first_ = nullptr;
+  BufferWaiter* waiters_last_ = nullptr;
+};
+
+}  // namespace kib::uring
