@@ -1,0 +1,49 @@
+#pragma once
+// A connected byte stream the HTTP sessions read and write: a plain socket or a TLS
+// session over one. Blocking, with the socket's SO_RCVTIMEO/SO_SNDTIMEO as the idle
+// timeout.
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cerrno>
+#include <cstddef>
+
+namespace kib::api {
+
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  // > 0 bytes read; 0 at end of stream; < 0 on error or timeout.
+  virtual ssize_t read(void* buf, size_t len) = 0;
+  // Writes everything or returns false.
+  virtual bool write_all(const void* data, size_t len) = 0;
+};
+
+// A plain socket; does not own the fd.
+class SocketStream final : public ByteStream {
+ public:
+  explicit SocketStream(int fd) : fd_(fd) {}
+  ssize_t read(void* buf, size_t len) override {
+    for (;;) {
+      ssize_t n = ::recv(fd_, buf, len, 0);
+      if (n < 0 && errno == EINTR) continue;
+      return n;
+    }
+  }
+  bool write_all(const void* data, size_t len) override {
+    const char* p = static_cast<const char*>(data);
+    while (len > 0) {
+      ssize_t n = ::send(fd_, p, len, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n;
+      len -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace kib::api

@@ -1,0 +1,201 @@
+#include "agent/api/http/http1_session.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+
+namespace kib::api {
+namespace {
+
+Http1Session* self(http_parser* p) { return static_cast<Http1Session*>(p->data); }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+Http1Session::Http1Session(ByteStream& stream, const ConnectHandler& handler, std::string peer)
+    : stream_(stream), handler_(handler), peer_(std::move(peer)) {
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+  http_parser_settings_init(&settings_);
+  settings_.on_message_begin = on_message_begin;
+  settings_.on_url = on_url;
+  settings_.on_header_field = on_header_field;
+  settings_.on_header_value = on_header_value;
+  settings_.on_headers_complete = on_headers_complete;
+  settings_.on_body = on_body;
+  settings_.on_message_complete = on_message_complete;
+}
+
+void Http1Session::serve(std::string_view initial) {
+  if (!initial.empty() && !feed(initial.data(), initial.size())) return;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = stream_.read(buf, sizeof buf);
+    if (n <= 0) return;  // closed, idle timeout or error
+    if (!feed(buf, static_cast<size_t>(n))) return;
+  }
+}
+
+bool Http1Session::feed(const char* data, size_t len) {
+  while (len > 0) {
+    size_t used = http_parser_execute(&parser_, &settings_, data, len);
+    if (!answer_ready()) return false;
+    if (close_after_) {
+      drain_after_early_response();
+      return false;
+    }
+    enum http_errno err = HTTP_PARSER_ERRNO(&parser_);
+    if (err != HPE_OK) {
+      if (too_many_headers_ || err == HPE_HEADER_OVERFLOW) fail(431, "request headers too large");
+      else fail(400, http_errno_description(err));
+      return false;
+    }
+    if (parser_.upgrade) {
+      // No 101 was sent, so the client goes on speaking HTTP/1.1.
+      http_parser_init(&parser_, HTTP_REQUEST);
+      parser_.data = this;
+    } else if (used != len) {
+      fail(400, "malformed request");
+      return false;
+    }
+    data += used;
+    len -= used;
+  }
+  return true;
+}
+
+bool Http1Session::answer_ready() {
+  while (!ready_.empty()) {
+    Pending p = std::move(ready_.front());
+    ready_.pop_front();
+    HttpResponse r = handler_.handle(p.request);
+    bool keep = p.keep_alive && !close_after_;
+    if (!write_response(r, keep) || !keep) return false;
+  }
+  return true;
+}
+
+bool Http1Session::write_response(const HttpResponse& r, bool keep_alive) {
+  std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " + http_reason(r.status) + "\r\n";
+  for (const auto& [k, v] : r.headers) head += k + ": " + v + "\r\n";
+  head += "content-length: " + std::to_string(r.body.size()) + "\r\n";
+  if (!keep_alive) head += "connection: close\r\n";
+  head += "\r\n";
+  // One write for small responses, so a keep-alive client never waits on Nagle.
+  if (r.body.size() < 65536) {
+    head += r.body;
+    return stream_.write_all(head.data(), head.size());
+  }
+  return stream_.write_all(head.data(), head.size()) && stream_.write_all(r.body.data(), r.body.size());
+}
+
+void Http1Session::fail(int status, const char* message) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("content-type", "text/plain");
+  r.body = std::string(message) + "\n";
+  (void)write_response(r, false);
+}
+
+// After answering a request whose body we refused to read, read (and drop) what the
+// client is still sending for a bounded time and size, so closing does not reset the
+// connection before the client has read the answer.
+void Http1Session::drain_after_early_response() {
+  char buf[16384];
+  size_t budget = handler_.max_body_bytes() * 2;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (budget > 0 && std::chrono::steady_clock::now() < until) {
+    ssize_t n = stream_.read(buf, sizeof buf);
+    if (n <= 0) return;
+    budget -= std::min(budget, static_cast<size_t>(n));
+  }
+}
+
+void Http1Session::commit_header() {
+  if (!field_.empty()) {
+    if (current_.headers.size() >= kMaxHeaders) too_many_headers_ = true;
+    else current_.headers.emplace_back(lower(field_), value_);
+  }
+  field_.clear();
+  value_.clear();
+}
+
+int Http1Session::on_message_begin(http_parser* p) {
+  Http1Session* s = self(p);
+  s->current_ = HttpRequest{};
+  s->current_.peer = s->peer_;
+  s->url_.clear();
+  s->field_.clear();
+  s->value_.clear();
+  s->last_was_value_ = false;
+  return 0;
+}
+
+int Http1Session::on_url(http_parser* p, const char* at, size_t len) {
+  Http1Session* s = self(p);
+  if (s->url_.size() + len > kMaxUrl) return 1;
+  s->url_.append(at, len);
+  return 0;
+}
+
+int Http1Session::on_header_field(http_parser* p, const char* at, size_t len) {
+  Http1Session* s = self(p);
+  if (s->last_was_value_) s->commit_header();
+  s->field_.append(at, len);
+  s->last_was_value_ = false;
+  return s->too_many_headers_ ? 1 : 0;
+}
+
+int Http1Session::on_header_value(http_parser* p, const char* at, size_t len) {
+  Http1Session* s = self(p);
+  s->value_.append(at, len);
+  s->last_was_value_ = true;
+  return 0;
+}
+
+int Http1Session::on_headers_complete(http_parser* p) {
+  Http1Session* s = self(p);
+  s->commit_header();
+  if (s->too_many_headers_) return -1;
+  HttpRequest& req = s->current_;
+  req.method = http_method_str(static_cast<http_method>(p->method));
+  req.path = s->url_.substr(0, s->url_.find('?'));
+  if (p->content_length != ULLONG_MAX && p->content_length > s->handler_.max_body_bytes()) {
+    req.body_too_large = true;
+    s->close_after_ = true;
+    return 1;  // skip the body: the request completes now and is refused
+  }
+  const std::string* expect = req.header("expect");
+  if (expect != nullptr && lower(*expect) == "100-continue") {
+    static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!s->stream_.write_all(kContinue, sizeof kContinue - 1)) return -1;
+  }
+  return 0;
+}
+
+int Http1Session::on_body(http_parser* p, const char* at, size_t len) {
+  Http1Session* s = self(p);
+  HttpRequest& req = s->current_;
+  // A chunked body over the limit is read to its end but not kept.
+  if (req.body_too_large || req.body.size() + len > s->handler_.max_body_bytes()) {
+    req.body_too_large = true;
+    req.body.clear();
+    return 0;
+  }
+  req.body.append(at, len);
+  return 0;
+}
+
+int Http1Session::on_message_complete(http_parser* p) {
+  Http1Session* s = self(p);
+  s->ready_.push_back(Pending{std::move(s->current_), http_should_keep_alive(p) != 0});
+  s->current_ = HttpRequest{};
+  return 0;
+}
+
+}  // namespace kib::api

@@ -1,0 +1,61 @@
+#pragma once
+// HTTP/1.1 with keep-alive (and pipelining) on one connection, parsed by Debian's
+// http-parser; each complete request goes to the Connect handler in order.
+#include <http_parser.h>
+
+#include <deque>
+#include <string>
+#include <string_view>
+
+#include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/byte_stream.h"
+
+namespace kib::api {
+
+class Http1Session {
+ public:
+  Http1Session(ByteStream& stream, const ConnectHandler& handler, std::string peer);
+  // Serves until the peer closes, times out, errs, or a response closes the connection.
+  // `initial` holds bytes already read from the stream.
+  void serve(std::string_view initial);
+
+ private:
+  struct Pending {
+    HttpRequest request;
+    bool keep_alive = true;
+  };
+  static constexpr size_t kMaxHeaders = 100;
+  static constexpr size_t kMaxUrl = 8192;
+
+  // Feeds bytes to the parser and answers what completed; false: close the connection.
+  bool feed(const char* data, size_t len);
+  bool answer_ready();
+  bool write_response(const HttpResponse& r, bool keep_alive);
+  void fail(int status, const char* message);
+  void drain_after_early_response();
+  void commit_header();
+
+  static int on_message_begin(http_parser* p);
+  static int on_url(http_parser* p, const char* at, size_t len);
+  static int on_header_field(http_parser* p, const char* at, size_t len);
+  static int on_header_value(http_parser* p, const char* at, size_t len);
+  static int on_headers_complete(http_parser* p);
+  static int on_body(http_parser* p, const char* at, size_t len);
+  static int on_message_complete(http_parser* p);
+
+  ByteStream& stream_;
+  const ConnectHandler& handler_;
+  std::string peer_;
+  http_parser parser_;
+  http_parser_settings settings_;
+  HttpRequest current_;
+  std::string url_, field_, value_;
+  bool last_was_value_ = false;
+  bool too_many_headers_ = false;
+  // A request announced a body over the limit: it is answered and the connection
+  // closed without reading the body.
+  bool close_after_ = false;
+  std::deque<Pending> ready_;
+};
+
+}  // namespace kib::api

@@ -1,0 +1,197 @@
+#include "agent/api/http/http2_session.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+namespace kib::api {
+namespace {
+
+Http2Session* self(void* ud) { return static_cast<Http2Session*>(ud); }
+
+nghttp2_nv make_nv(const std::string& name, const std::string& value) {
+  // nghttp2 copies names and values when submitting (no NO_COPY flags).
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+                    NGHTTP2_NV_FLAG_NONE};
+}
+
+}  // namespace
+
+Http2Session::Http2Session(ByteStream& stream, const ConnectHandler& handler, std::string peer)
+    : stream_(stream), handler_(handler), peer_(std::move(peer)) {}
+
+bool Http2Session::start() {
+  nghttp2_session_callbacks* cbs = nullptr;
+  if (nghttp2_session_callbacks_new(&cbs) != 0) return false;
+  nghttp2_session_callbacks_set_send_callback(cbs, on_send);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session* raw = nullptr;
+  int rv = nghttp2_session_server_new(&raw, cbs, this);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) return false;
+  session_.reset(raw);
+  nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderBytes},
+  };
+  return nghttp2_submit_settings(session_.get(), NGHTTP2_FLAG_NONE, settings, 2) == 0;
+}
+
+void Http2Session::serve(std::string_view initial) {
+  if (!start()) return;
+  if (!initial.empty() && !receive(initial.data(), initial.size())) return;
+  char buf[16384];
+  while (nghttp2_session_want_read(session_.get()) || nghttp2_session_want_write(session_.get())) {
+    if (nghttp2_session_send(session_.get()) != 0) return;
+    if (!nghttp2_session_want_read(session_.get())) continue;
+    ssize_t n = stream_.read(buf, sizeof buf);
+    if (n <= 0) return;
+    if (!receive(buf, static_cast<size_t>(n))) return;
+  }
+}
+
+bool Http2Session::receive(const char* data, size_t len) {
+  ssize_t rv = nghttp2_session_mem_recv(session_.get(), reinterpret_cast<const uint8_t*>(data), len);
+  if (rv < 0) {
+    (void)nghttp2_session_send(session_.get());  // GOAWAY, if nghttp2 queued one
+    return false;
+  }
+  return answer_ready() && nghttp2_session_send(session_.get()) == 0;
+}
+
+Http2Session::Stream* Http2Session::find(int32_t stream_id) {
+  auto it = streams_.find(stream_id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+bool Http2Session::answer_ready() {
+  std::vector<int32_t> ready;
+  ready.swap(ready_);
+  for (int32_t id : ready) {
+    Stream* s = find(id);
+    if (s == nullptr || s->responded) continue;
+    s->response = handler_.handle(s->request);
+    if (!respond(id, *s)) return false;
+  }
+  return true;
+}
+
+bool Http2Session::respond(int32_t stream_id, Stream& s) {
+  s.responded = true;
+  s.request.body.clear();
+  const HttpResponse& r = s.response;
+  std::vector<std::pair<std::string, std::string>> fields;
+  fields.emplace_back(":status", std::to_string(r.status));
+  for (const auto& h : r.headers) fields.push_back(h);
+  fields.emplace_back("content-length", std::to_string(r.body.size()));
+  std::vector<nghttp2_nv> nva;
+  for (const auto& [k, v] : fields) nva.push_back(make_nv(k, v));
+  nghttp2_data_provider body;
+  body.source.ptr = &s;
+  body.read_callback = read_body;
+  return nghttp2_submit_response(session_.get(), stream_id, nva.data(), nva.size(),
+                                 r.body.empty() ? nullptr : &body) == 0;
+}
+
+ssize_t Http2Session::read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
+                                nghttp2_data_source* source, void*) {
+  auto* s = static_cast<Stream*>(source->ptr);
+  size_t n = std::min(len, s->response.body.size() - s->sent);
+  std::memcpy(buf, s->response.body.data() + s->sent, n);
+  s->sent += n;
+  if (s->sent == s->response.body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t Http2Session::on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* ud) {
+  if (!self(ud)->stream_.write_all(data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  return static_cast<ssize_t>(len);
+}
+
+int Http2Session::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto s = std::make_unique<Stream>();
+  s->request.peer = self(ud)->peer_;
+  self(ud)->streams_[frame->hd.stream_id] = std::move(s);
+  return 0;
+}
+
+int Http2Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                            const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
+  Http2Session* h = self(ud);
+  Stream* s = h->find(frame->hd.stream_id);
+  if (s == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;  // trailers are ignored
+  s->header_bytes += namelen + valuelen;
+  if (s->header_bytes > kMaxHeaderBytes || s->request.headers.size() > 100)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+  std::string n(reinterpret_cast<const char*>(name), namelen);
+  std::string v(reinterpret_cast<const char*>(value), valuelen);
+  if (n == ":method") {
+    s->request.method = std::move(v);
+  } else if (n == ":path") {
+    s->request.path = v.substr(0, v.find('?'));
+  } else if (!n.starts_with(':')) {
+    if (n == "content-length") {
+      uint64_t cl = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), cl);
+      if (ec == std::errc() && end == v.data() + v.size() && cl > h->handler_.max_body_bytes())
+        s->request.body_too_large = true;
+    }
+    s->request.headers.emplace_back(std::move(n), std::move(v));
+  }
+  return 0;
+}
+
+int Http2Session::on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+                                void* ud) {
+  Http2Session* h = self(ud);
+  Stream* s = h->find(stream_id);
+  if (s == nullptr || s->responded) return 0;
+  if (s->request.body.size() + len > h->handler_.max_body_bytes()) s->request.body_too_large = true;
+  if (s->request.body_too_large) {
+    // Answered at once (resource_exhausted) rather than buffering the rest.
+    s->request.body.clear();
+    h->ready_.push_back(stream_id);
+    return 0;
+  }
+  s->request.body.append(reinterpret_cast<const char*>(data), len);
+  return 0;
+}
+
+int Http2Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+  Http2Session* h = self(ud);
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+  Stream* s = h->find(frame->hd.stream_id);
+  if (s == nullptr) return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && s->request.body_too_large && !s->responded)
+    h->ready_.push_back(frame->hd.stream_id);
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+    s->request_complete = true;
+    if (!s->responded) h->ready_.push_back(frame->hd.stream_id);
+  }
+  return 0;
+}
+
+int Http2Session::on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
+  // A response sent before the request ended (an oversized body): tell the client to
+  // stop sending with RST_STREAM(NO_ERROR), as RFC 9113 section 8.1 allows.
+  if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+  Stream* s = self(ud)->find(frame->hd.stream_id);
+  if (s != nullptr && !s->request_complete)
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+  return 0;
+}
+
+int Http2Session::on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* ud) {
+  self(ud)->streams_.erase(stream_id);
+  return 0;
+}
+
+}  // namespace kib::api

@@ -1,0 +1,150 @@
+#include "agent/api/http/http_server.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "agent/api/http/connection.h"
+#include "agent/api/http/tcp_listener.h"
+#include "agent/api/http/tls_stream.h"
+#include "agent/common/errno_error.h"
+
+namespace kib::api {
+namespace {
+
+void set_timeouts(int fd, std::chrono::seconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count());
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+std::string unix_peer(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return "unix:unknown";
+  return "unix:uid=" + std::to_string(cred.uid) + ",pid=" + std::to_string(cred.pid);
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ApiConfig config, const ConnectHandler& handler)
+    : config_(std::move(config)), handler_(handler) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::start() {
+  wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_) return errno_error("eventfd");
+  if (!config_.tls.listen.empty()) {
+    tls_ = std::make_unique<TlsContextHolder>(config_.tls);
+    if (auto st = tls_->load(); !st.ok()) return Error{st.error().code, "api.tls: " + st.error().message};
+  }
+  auto unix_listener = UnixListener::open(config_);
+  if (!unix_listener.ok()) return std::move(unix_listener).error();
+  unix_.emplace(std::move(*unix_listener));
+  if (tls_) {
+    auto fd = open_tcp_listener(config_.tls.listen);
+    if (!fd.ok()) return std::move(fd).error();
+    tls_listener_ = std::move(*fd);
+  }
+  acceptors_.emplace_back([this, fd = unix_->fd()] { accept_loop(fd, Kind::unix_socket); });
+  if (tls_listener_)
+    acceptors_.emplace_back([this, fd = tls_listener_.get()] { accept_loop(fd, Kind::tls); });
+  return {};
+}
+
+Status HttpServer::reload_tls() {
+  if (!tls_) return {};
+  return tls_->load();
+}
+
+void HttpServer::accept_loop(int listen_fd, Kind kind) {
+  while (!stopping_.load()) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    int n = ::poll(fds, 2, 1000);  // the timeout also reaps finished connections
+    reap_finished();
+    if (n <= 0 || stopping_.load() || !(fds[0].revents & POLLIN)) continue;
+    UniqueFd fd(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd) continue;  // EAGAIN, ECONNABORTED, EMFILE: try again on the next poll
+    if (active_connections() >= config_.max_connections) {
+      spdlog::warn("api: refusing a connection: {} connections open (api.max_connections)",
+                   config_.max_connections);
+      continue;  // closed by fd's destructor
+    }
+    spawn(std::move(fd), kind);
+  }
+}
+
+void HttpServer::spawn(UniqueFd fd, Kind kind) {
+  set_timeouts(fd.get(), config_.idle_timeout);
+  auto w = std::make_unique<Worker>();
+  w->fd = std::move(fd);
+  Worker& ref = *w;
+  std::lock_guard lock(mu_);
+  workers_.push_back(std::move(w));
+  ref.thread = std::thread([this, &ref, kind] { serve(ref, kind); });
+}
+
+void HttpServer::serve(Worker& w, Kind kind) {
+  const int fd = w.fd.get();
+  if (kind == Kind::unix_socket) {
+    SocketStream stream(fd);
+    serve_connection(stream, handler_, unix_peer(fd));
+  } else if (auto ctx = tls_->current()) {
+    auto tls = TlsStream::accept(ctx.get(), fd);
+    if (tls.ok()) {
+      serve_connection(**tls, handler_, (*tls)->peer_subject());
+    } else {
+      spdlog::info("api: TLS client refused: {}", tls.error().message);
+    }
+  }
+  // The peer sees the end now; the fd itself is closed when the worker is reaped.
+  ::shutdown(fd, SHUT_RDWR);
+  w.done.store(true);
+}
+
+void HttpServer::reap_finished() {
+  std::list<std::unique_ptr<Worker>> finished;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if ((*it)->done.load()) finished.splice(finished.end(), workers_, it++);
+      else ++it;
+    }
+  }
+  for (auto& w : finished) w->thread.join();
+}
+
+size_t HttpServer::active_connections() {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& w : workers_) n += w->done.load() ? 0 : 1;
+  return n;
+}
+
+void HttpServer::stop() {
+  if (stopping_.exchange(true)) return;
+  if (wake_) {
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
+  }
+  for (auto& t : acceptors_) t.join();
+  acceptors_.clear();
+  {
+    // Wakes every connection thread blocked in a read.
+    std::lock_guard lock(mu_);
+    for (auto& w : workers_) ::shutdown(w->fd.get(), SHUT_RDWR);
+  }
+  std::list<std::unique_ptr<Worker>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(workers_);
+  }
+  for (auto& w : all) w->thread.join();
+  unix_.reset();
+  tls_listener_.reset();
+}
+
+}  // namespace kib::api

@@ -1,0 +1,35 @@
+#include "agent/daemon/options.h"
+
+namespace kib::daemon {
+
+const char* usage() {
+  return "usage: kibotos-agent [--config FILE] [--check-config] [--version] [--help]\n"
+         "  --config FILE    read the YAML configuration from FILE (every key is optional)\n"
+         "  --check-config   parse the configuration, print \"config OK\" or the error, exit\n"
+         "  --version        print the version and exit\n"
+         "  --help           print this help and exit\n";
+}
+
+Result<Options> parse_options(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--config") {
+      if (i + 1 >= args.size()) return Error{Code::invalid_argument, "--config needs a file name"};
+      o.config_file = args[++i];
+    } else if (a.starts_with("--config=")) {
+      o.config_file = a.substr(9);
+    } else if (a == "--check-config") {
+      o.check_config = true;
+    } else if (a == "--version") {
+      o.version = true;
+    } else if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else {
+      return Error{Code::invalid_argument, "unknown argument: " + a};
+    }
+  }
+  return o;
+}
+
+}  // namespace kib::daemon
