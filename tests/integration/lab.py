@@ -145,8 +145,26 @@ class Lab:
         name = self._ns_name(role)
         _run([IP, "netns", "add", name])
         self.namespaces.append(name)
+        # No duplicate address detection: addresses are usable at once.
+        self._sysctl(name, "net.ipv6.conf.all.accept_dad", 0)
+        self._sysctl(name, "net.ipv6.conf.default.accept_dad", 0)
         self.run(name, IP, "link", "set", "lo", "up")
         return name
+
+    def settle(self, ns):
+        """Waits until every veth in ns has carrier and its IPv6 link-local address, so
+        the kernel adds no more routes on its own afterwards."""
+        def settled():
+            links = self.run(ns, IP, "-o", "link", "show").stdout.splitlines()
+            addrs = self.run(ns, IP, "-6", "-o", "addr", "show", "scope", "link").stdout
+            for line in links:
+                dev = line.split(":")[1].strip().split("@")[0]
+                if dev == "lo":
+                    continue
+                if "LOWER_UP" not in line or f" {dev} " not in addrs:
+                    return False
+            return "tentative" not in addrs
+        wait_for(settled, timeout=10, what=f"links of {ns} to settle")
 
     def _veth(self, ns_a, name_a, ns_b, name_b):
         """A veth pair created directly inside its namespaces (ns None = root)."""
@@ -205,6 +223,8 @@ class Lab:
         # An IPv4 prefix on lo makes every address in it local (like 127.0.0.0/8);
         # IPv6 addresses are added one by one when a server binds them.
         self._ip(self.inet, "addr", "add", f"10.204.{x}.1/24", "dev", "lo")
+        for ns in (self.socks, self.inet):
+            self.settle(ns)
 
     def add_workspace(self):
         """A new guest<i> --veth-- ws<i> --veth-- inet chain; returns a Workspace."""
@@ -230,6 +250,8 @@ class Lab:
         self._ip(self.inet, "-6", "route", "add", f"fd00:200:{self.x:x}:{i:x}::/64", "via", w.uplink_v6)
         self._sysctl(w.ws, "net.ipv4.ip_forward", 1)
         self._sysctl(w.ws, "net.ipv6.conf.all.forwarding", 1)
+        for ns in (w.guest, w.ws, self.inet):
+            self.settle(ns)
         self.workspaces.append(w)
         return w
 

@@ -1,0 +1,94 @@
+"""Drives netns-attach-tool, the stand-in for the agent's data plane (see its source)."""
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+
+BUILD_ROOT = os.environ.get("KIBOTOS_BUILD_ROOT", os.path.join(os.path.dirname(__file__), "../../../build"))
+TOOL = os.path.join(BUILD_ROOT, "tests/integration/workspace/netns-attach-tool")
+
+MARK = 0x6B696201
+ROUTE_TABLE = 27497
+
+
+def public_policy(*routes, resolvers=False):
+    """routes: (destinations, ports) with ports a list of (first, last)."""
+    policy = {"mode": "NETWORK_MODE_PUBLIC_INTERNET", "egresses": []}
+    for i, (dests, ports) in enumerate(routes):
+        policy["egresses"].append({
+            "egressId": f"e{i}",
+            "destinations": list(dests),
+            "ports": [{"first": a, "last": b} for a, b in ports],
+        })
+    if resolvers:
+        policy["resolvers"] = [{"udp": {"address": "10.0.0.53:53"}}]
+    return policy
+
+
+def isolated_policy(resolvers=False):
+    policy = {"mode": "NETWORK_MODE_ISOLATED"}
+    if resolvers:
+        policy["resolvers"] = [{"udp": {"address": "10.0.0.53:53"}}]
+    return policy
+
+
+class AttachTool:
+    def __init__(self, lab, ns_path, policy, loops=1):
+        self.proc = lab.popen(None, TOOL, "--loops", loops, ns_path, json.dumps(policy),
+                              stdin=subprocess.PIPE, text=True, bufsize=1)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+        ready = self.expect("READY", timeout=15)
+        self.ports = dict(kv.split("=") for kv in ready.split()[1:])
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, prefix, timeout=10):
+        """Waits for the next line starting with prefix (other lines are kept in seen)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {prefix!r} from the tool; seen {self.seen}")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError(f"tool exited ({self.proc.wait()}): {self.proc.stderr.read()}")
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def drain(self):
+        """Every line printed so far."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return list(self.seen)
+            if line is not None:
+                self.seen.append(line)
+
+    def command(self, line, expect):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.expect(expect)
+
+    def update(self, policy):
+        got = self.command("update " + json.dumps(policy), "UPDATED")
+        return got
+
+    def detach(self):
+        self.command("detach", "DETACHED")
+        self.proc.wait(timeout=10)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)

@@ -1,0 +1,231 @@
+"""Workspace attach (issue 4, items 3, 5, 6): the kernel side, through the netns library
+and netns-attach-tool standing in for the agent. Root only; each test builds its own
+lab (DESIGN.md topology) and removes it even on failure."""
+import os
+import re
+
+import pytest
+
+from attach_tool import MARK, ROUTE_TABLE, AttachTool, isolated_policy, public_policy
+from lab import wait_for
+
+PORT = 8080
+OTHER_PORT = 9090
+
+if os.geteuid() != 0:
+    pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
+
+
+@pytest.fixture
+def ws(lab):
+    return lab.add_workspace()
+
+
+@pytest.fixture
+def servers(lab):
+    """TCP servers in the inet namespace: covered and uncovered addresses, v4 and v6."""
+    s = {
+        "cov4": lab.internet_v4(10),
+        "unc4": lab.internet_v4(20),
+        "cov6": lab.internet_v6(0x10),
+        "unc6": lab.internet_v6(0x20),
+    }
+    for addr in s.values():
+        lab.start_tcp_server(lab.inet, addr, PORT, addr)
+    lab.start_tcp_server(lab.inet, s["cov4"], OTHER_PORT, s["cov4"])
+    return s
+
+
+def covering(servers, resolvers=False):
+    """Covers cov4/cov6 on port 8080 only."""
+    return public_policy(([servers["cov4"] + "/32", servers["cov6"] + "/128"], [(PORT, PORT)]),
+                         resolvers=resolvers)
+
+
+def reaches_listener(result, addr, port):
+    return result == (True, f"ORIGDST {addr} {port}")
+
+
+def reaches_server(result, addr):
+    return result == (True, f"SERVER {addr}")
+
+
+def test_attach_installs_the_table_the_fwmark_rules_and_the_local_routes(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers))
+    nft = lab.run(ws.ws, "nft", "list", "table", "inet", "kibotos").stdout
+    assert f"tproxy ip to :{tool.ports['tcp']}" in nft
+    assert f"tproxy ip6 to :{tool.ports['tcp']}" in nft
+    for family in ("-4", "-6"):
+        rules = lab.run(ws.ws, "ip", family, "rule").stdout
+        assert re.search(rf"fwmark {MARK:#x} lookup {ROUTE_TABLE}", rules), rules
+        routes = lab.run(ws.ws, "ip", family, "route", "show", "table", str(ROUTE_TABLE)).stdout
+        assert re.match(r"local default dev lo", routes), routes
+
+
+def test_covered_tcp_from_the_guest_reaches_the_listener_with_its_original_destination(lab, ws, servers):
+    AttachTool(lab, ws.path, covering(servers))
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov6"], PORT), servers["cov6"], PORT)
+
+
+def test_covered_tcp_generated_inside_the_workspace_namespace_reaches_the_listener(lab, ws, servers):
+    AttachTool(lab, ws.path, covering(servers))
+    assert reaches_listener(lab.tcp_request(ws.ws, servers["cov4"], PORT), servers["cov4"], PORT)
+    assert reaches_listener(lab.tcp_request(ws.ws, servers["cov6"], PORT), servers["cov6"], PORT)
+
+
+def test_uncovered_tcp_reaches_its_server_directly(lab, ws, servers):
+    AttachTool(lab, ws.path, covering(servers))
+    assert reaches_server(lab.tcp_request(ws.guest, servers["unc4"], PORT), servers["unc4"])
+    assert reaches_server(lab.tcp_request(ws.guest, servers["unc6"], PORT), servers["unc6"])
+    assert reaches_server(lab.tcp_request(ws.ws, servers["unc4"], PORT), servers["unc4"])
+
+
+def test_a_covered_address_on_a_port_outside_the_ranges_is_uncovered(lab, ws, servers):
+    AttachTool(lab, ws.path, covering(servers))
+    assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], OTHER_PORT), servers["cov4"])
+
+
+def test_an_entry_without_ports_covers_every_port(lab, ws, servers):
+    AttachTool(lab, ws.path, public_policy(([lab.internet_v4_cidr], [])))
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], OTHER_PORT), servers["cov4"], OTHER_PORT)
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["unc4"], PORT), servers["unc4"], PORT)
+    # Only the IPv4 range is covered.
+    assert reaches_server(lab.tcp_request(ws.guest, servers["unc6"], PORT), servers["unc6"])
+
+
+def test_other_ip_traffic_to_a_covered_destination_is_rejected(lab, ws, servers):
+    echo = ("import socket\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            f"s.bind(({servers['cov4']!r}, {PORT}))\n"
+            "while True:\n"
+            "    d, a = s.recvfrom(100); s.sendto(b'ECHO', a)\n")
+    lab.popen(lab.inet, "/usr/bin/python3", "-c", echo)
+    wait_for(lambda: lab.udp_request(ws.guest, servers["cov4"], PORT, timeout=0.5)[0], timeout=10,
+             what="udp echo server")
+    AttachTool(lab, ws.path, covering(servers))
+    answered, text, _ = lab.udp_request(ws.guest, servers["cov4"], PORT, timeout=1)
+    assert not answered, text
+
+
+def test_dns_to_any_address_is_intercepted_on_udp_and_tcp_when_resolvers_are_set(lab, ws, servers):
+    AttachTool(lab, ws.path, covering(servers, resolvers=True))
+    # Addresses inside the lab where nothing listens on port 53.
+    for addr in (lab.internet_v4(53), lab.internet_v6(0x53), ws.ws_v4):
+        answered, text, src = lab.udp_request(ws.guest, addr, 53)
+        assert answered and text == f"ORIGDST {addr} 53", text
+        # The answer comes from the address and port the guest asked.
+        assert src == (addr, 53)
+        assert reaches_listener(lab.tcp_request(ws.guest, addr, 53), addr, 53)
+    answered, text, _ = lab.udp_request(ws.ws, lab.internet_v4(53), 53)
+    assert answered and text == f"ORIGDST {lab.internet_v4(53)} 53"
+
+
+def test_dns_is_not_intercepted_without_resolvers(lab, ws, servers):
+    lab.start_tcp_server(lab.inet, lab.internet_v4(53), 53, "dns")
+    AttachTool(lab, ws.path, covering(servers, resolvers=False))
+    assert reaches_server(lab.tcp_request(ws.guest, lab.internet_v4(53), 53), "dns")
+
+
+def test_fail_closed_covered_traffic_is_dropped_after_the_agent_is_killed(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=True))
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+    tool.kill()  # SIGKILL: nothing is cleaned up
+    for addr in (servers["cov4"], servers["cov6"]):
+        ok, text = lab.tcp_request(ws.guest, addr, PORT, timeout=1.5)
+        assert not ok, f"covered {addr} reachable with the agent dead: {text}"
+    ok, text = lab.tcp_request(ws.ws, servers["cov4"], PORT, timeout=1.5)
+    assert not ok, text
+    answered, text, _ = lab.udp_request(ws.guest, lab.internet_v4(53), 53, timeout=1)
+    assert not answered, text
+    assert reaches_server(lab.tcp_request(ws.guest, servers["unc4"], PORT), servers["unc4"])
+    assert reaches_server(lab.tcp_request(ws.guest, servers["unc6"], PORT), servers["unc6"])
+
+
+def test_reattach_after_a_crash_replaces_the_stale_table_and_rules(lab, ws, servers):
+    AttachTool(lab, ws.path, covering(servers)).kill()
+    tool = AttachTool(lab, ws.path, covering(servers))
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+    assert lab.run(ws.ws, "nft", "list", "tables").stdout.count("inet kibotos") == 1
+    for family in ("-4", "-6"):
+        rules = lab.run(ws.ws, "ip", family, "rule").stdout
+        assert rules.count(f"fwmark {MARK:#x}") == 1, rules
+    assert f"tproxy ip to :{tool.ports['tcp']}" in lab.run(ws.ws, "nft", "list", "ruleset").stdout
+
+
+def test_detach_leaves_the_namespace_exactly_as_before(lab, ws, servers):
+    before = lab.kernel_state(ws.ws)
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=True))
+    assert lab.kernel_state(ws.ws) != before
+    tool.detach()
+    assert lab.kernel_state(ws.ws) == before
+    assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"])
+
+
+def test_update_swaps_the_policy(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers))
+    tool.update(public_policy(([servers["unc4"] + "/32"], [(PORT, PORT)])))
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["unc4"], PORT), servers["unc4"], PORT)
+    assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"])
+
+
+def test_policy_updates_never_let_covered_traffic_leave(lab, ws, servers):
+    """Covered traffic keeps hitting the listener while the table is replaced again and again."""
+    tool = AttachTool(lab, ws.path, covering(servers))
+    client = lab.popen(ws.guest, "/usr/bin/python3", "-c", (
+        "import socket, time\n"
+        "leaks = hits = 0\n"
+        "end = time.monotonic() + 4\n"
+        "while time.monotonic() < end and hits + leaks < 5000:\n"
+        "    s = socket.create_connection(({!r}, {}), timeout=2)\n"
+        "    line = s.makefile().readline(); s.close()\n"
+        "    leaks += line.startswith('SERVER'); hits += line.startswith('ORIGDST')\n"
+        "print(hits, leaks)\n").format(servers["cov4"], PORT), text=True)
+    other = public_policy(([servers["cov4"] + "/32", servers["cov6"] + "/128"], [(PORT, PORT)]),
+                          ([servers["unc6"] + "/128"], [(1, 100)]))
+    for i in range(20):
+        tool.update(other if i % 2 else covering(servers))
+    out, err = client.communicate(timeout=30)
+    hits, leaks = map(int, out.split())
+    assert hits > 0 and leaks == 0, (out, err)
+
+
+def test_two_workspaces_with_different_policies_do_not_see_each_others_traffic(lab, servers):
+    a, b = lab.add_workspace(), lab.add_workspace()
+    tool_a = AttachTool(lab, a.path, public_policy(([servers["cov4"] + "/32"], [])))
+    tool_b = AttachTool(lab, b.path, public_policy(([servers["unc4"] + "/32"], [])))
+    assert reaches_listener(lab.tcp_request(a.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+    assert reaches_server(lab.tcp_request(a.guest, servers["unc4"], PORT), servers["unc4"])
+    assert reaches_listener(lab.tcp_request(b.guest, servers["unc4"], PORT), servers["unc4"], PORT)
+    assert reaches_server(lab.tcp_request(b.guest, servers["cov4"], PORT), servers["cov4"])
+    seen_a = [l for l in tool_a.drain() if l.startswith("ACCEPT")]
+    seen_b = [l for l in tool_b.drain() if l.startswith("ACCEPT")]
+    assert len(seen_a) == 1 and a.guest_v4 in seen_a[0], seen_a
+    assert len(seen_b) == 1 and b.guest_v4 in seen_b[0], seen_b
+
+
+def test_isolated_lets_nothing_leave(lab, ws, servers):
+    AttachTool(lab, ws.path, isolated_policy())
+    for addr in servers.values():
+        ok, text = lab.tcp_request(ws.guest, addr, PORT, timeout=1)
+        assert not ok, f"guest reached {addr}: {text}"
+    ok, text = lab.tcp_request(ws.ws, servers["unc4"], PORT, timeout=1)
+    assert not ok, text
+    answered, text, _ = lab.udp_request(ws.guest, lab.internet_v4(53), 53, timeout=1)
+    assert not answered, text
+
+
+def test_isolated_with_resolvers_still_answers_dns(lab, ws, servers):
+    AttachTool(lab, ws.path, isolated_policy(resolvers=True))
+    answered, text, _ = lab.udp_request(ws.guest, lab.internet_v4(53), 53)
+    assert answered and text == f"ORIGDST {lab.internet_v4(53)} 53", text
+    ok, text = lab.tcp_request(ws.guest, servers["unc4"], PORT, timeout=1)
+    assert not ok, text
+
+
+def test_several_loops_share_one_port_per_listener_kind(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers), loops=3)
+    listening = lab.run(ws.ws, "ss", "-Htln", f"sport = :{tool.ports['tcp']}").stdout.splitlines()
+    assert len(listening) == 6, listening  # 3 v4 + 3 v6
+    for _ in range(6):
+        assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
