@@ -30,18 +30,28 @@ Status Attachment::apply_table() const {
   return apply_nft(ns_.fd(), build_ruleset(RulesetParams{params_.policy, ports_, params_.mark}));
 }
 
-Result<Attachment> Attachment::attach(const std::string& path, const AttachParams& params) {
+Result<Attachment> Attachment::prepare(const std::string& path, const AttachParams& params) {
   auto ns = NamespaceHandle::open(path);
   if (!ns.ok()) return std::move(ns).error();
   Attachment a(std::move(*ns), params);
   // Ports are 0 here: the table drops covered traffic until the listeners exist.
   KIB_TRY(a.apply_table());
   KIB_TRY(install_policy_routing(a.ns_.fd(), a.routing()));
-  auto listeners = open_listeners(a.ns_.fd(), params.listeners_per_family);
+  return a;
+}
+
+Status Attachment::open() {
+  auto listeners = open_listeners(ns_.fd(), params_.listeners_per_family);
   if (!listeners.ok()) return std::move(listeners).error();
-  a.listeners_ = std::move(*listeners);
-  a.ports_ = TproxyPorts{a.listeners_.tcp.port, a.listeners_.dns_udp.port, a.listeners_.dns_tcp.port};
-  KIB_TRY(a.apply_table());
+  listeners_ = std::move(*listeners);
+  ports_ = TproxyPorts{listeners_.tcp.port, listeners_.dns_udp.port, listeners_.dns_tcp.port};
+  return apply_table();
+}
+
+Result<Attachment> Attachment::attach(const std::string& path, const AttachParams& params) {
+  auto a = prepare(path, params);
+  if (!a.ok()) return a;
+  KIB_TRY(a->open());
   return a;
 }
 

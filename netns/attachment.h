@@ -43,6 +43,12 @@ class Attachment {
   // table write the drop-only table stays: covered traffic stays blocked.
   static Result<Attachment> attach(const std::string& path, const AttachParams& params);
 
+  // attach() in two steps, for callers (and tests) that act in between: prepare()
+  // opens the namespace and installs the drop-only table and the routing; open()
+  // opens the listeners and installs the full table.
+  static Result<Attachment> prepare(const std::string& path, const AttachParams& params);
+  Status open();
+
   // Removes the table, rules and routes the agent may have left in a namespace it
   // no longer attaches (e.g. a Workspace deleted while the agent was down).
   static Status remove_stale(const std::string& path, const AttachParams& params);

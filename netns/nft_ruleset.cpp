@@ -71,6 +71,16 @@ void prerouting_dns(Lines& l, const RulesetParams& p, const std::string& mark) {
   }
 }
 
+// The listeners are bound to the wildcard address; only TPROXY may reach them, not a
+// guest connecting to the namespace's own address and the listener's port.
+void listener_guard(Lines& l, const TproxyPorts& ports) {
+  std::string tcp;
+  for (uint16_t port : {ports.tcp, ports.dns_tcp})
+    if (port != 0) tcp += (tcp.empty() ? "" : ", ") + std::to_string(port);
+  if (!tcp.empty()) l.add("fib daddr type local tcp dport { " + tcp + " } drop");
+  if (ports.dns_udp != 0) l.add("fib daddr type local udp dport " + std::to_string(ports.dns_udp) + " drop");
+}
+
 void prerouting_route(Lines& l, const CoveredRoute& r, const RulesetParams& p, const std::string& mark) {
   for (int family : {AF_INET, AF_INET6}) {
     std::string dst = daddr_match(r, family);
@@ -91,6 +101,7 @@ std::string prerouting_chain(const RulesetParams& p, const std::vector<CoveredRo
   l.add("iif \"lo\" meta mark != " + mark + " return");
   l.add("ct direction reply return");
   if (p.policy.intercept_dns) prerouting_dns(l, p, mark);
+  listener_guard(l, p.ports);
   l.add("fib daddr type { local, broadcast, multicast } return");
   for (const auto& r : routes) prerouting_route(l, r, p, mark);
   return "\tchain prerouting {\n" + l.text + "\t}\n";

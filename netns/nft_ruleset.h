@@ -16,6 +16,8 @@
 // - other IP traffic to a covered destination is rejected (admin-prohibited); for
 //   entries with port ranges, other port-carrying protocols (UDP, SCTP, ...) to those
 //   ports; for entries without, every non-TCP protocol.
+// - the listeners (bound to the wildcard address) cannot be reached directly at the
+//   namespace's own address: only through TPROXY.
 // - traffic to the namespace's own, broadcast and multicast addresses never leaves
 //   and is not covered (keeps ARP/NDP/DHCP working); DNS interception still applies.
 // - ISOLATED: nothing leaves: forwarded traffic is rejected; locally generated

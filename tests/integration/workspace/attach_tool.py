@@ -35,14 +35,31 @@ def isolated_policy(resolvers=False):
 
 
 class AttachTool:
-    def __init__(self, lab, ns_path, policy, loops=1):
-        self.proc = lab.popen(None, TOOL, "--loops", loops, ns_path, json.dumps(policy),
+    def __init__(self, lab, ns_path, policy, loops=1, pause_after_prepare=False):
+        flags = ["--pause-after-prepare"] if pause_after_prepare else []
+        self.proc = lab.popen(None, TOOL, "--loops", loops, *flags, ns_path, json.dumps(policy),
                               stdin=subprocess.PIPE, text=True, bufsize=1)
         self.lines = queue.Queue()
         self.seen = []
+        self.ports = None
         threading.Thread(target=self._read, daemon=True).start()
+        if pause_after_prepare:
+            self.expect("PREPARED", timeout=15)
+        else:
+            self._ready()
+
+    def _ready(self):
         ready = self.expect("READY", timeout=15)
         self.ports = dict(kv.split("=") for kv in ready.split()[1:])
+
+    def resume(self):
+        """After pause_after_prepare: open the listeners and install the full table."""
+        self.proc.stdin.write("continue\n")
+        self.proc.stdin.flush()
+        self._ready()
+
+    def namespace_alive(self):
+        return self.command("alive", "ALIVE") == "ALIVE 1"
 
     def _read(self):
         for line in self.proc.stdout:

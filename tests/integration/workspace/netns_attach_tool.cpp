@@ -2,13 +2,16 @@
 // netns library and stands in for the data plane in tests, until the real agent
 // relays. Not installed.
 //
-//   netns-attach-tool [--loops N] NETNS_PATH POLICY_JSON
+//   netns-attach-tool [--loops N] [--pause-after-prepare] NETNS_PATH POLICY_JSON
 //
+// With --pause-after-prepare it prints "PREPARED" once the drop-only table and the
+// routing are in place and waits for a "continue" line before opening listeners.
 // Prints "READY tcp=P dns_udp=Q dns_tcp=R", then one line per intercepted connection
 // or datagram: "ACCEPT tcp|dns_tcp ORIG_IP ORIG_PORT PEER_IP PEER_PORT" /
 // "DNS udp ORIG_IP ORIG_PORT PEER_IP PEER_PORT"; each peer is answered
 // "ORIGDST ORIG_IP ORIG_PORT\n" (DNS from a transparent reply socket bound to the
-// original destination). Commands on stdin: "update POLICY_JSON", "detach".
+// original destination). Commands on stdin: "update POLICY_JSON", "detach", "alive"
+// (prints "ALIVE 1" or "ALIVE 0").
 #include <arpa/inet.h>
 #include <google/protobuf/util/json_util.h>
 #include <netinet/in.h>
@@ -107,6 +110,10 @@ bool handle_command(const std::string& line, Attachment& a) {
     say(st.ok() ? "DETACHED" : "ERROR " + st.error().message);
     return false;
   }
+  if (line == "alive") {
+    say(std::string("ALIVE ") + (a.namespace_alive() ? "1" : "0"));
+    return true;
+  }
   if (line.rfind("update ", 0) == 0) {
     auto policy = parse_policy(line.substr(7));
     kib::Status st = policy.ok() ? a.update(*policy) : kib::Status(policy.error());
@@ -121,13 +128,20 @@ bool handle_command(const std::string& line, Attachment& a) {
 
 int main(int argc, char** argv) {
   unsigned loops = 1;
+  bool pause = false;
   int i = 1;
-  if (argc > 2 && std::string(argv[1]) == "--loops") {
-    loops = static_cast<unsigned>(std::stoul(argv[2]));
-    i = 3;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--loops" && i + 1 < argc) {
+      loops = static_cast<unsigned>(std::stoul(argv[++i]));
+    } else if (arg == "--pause-after-prepare") {
+      pause = true;
+    } else {
+      break;
+    }
   }
   if (argc - i != 2) {
-    std::cerr << "usage: netns-attach-tool [--loops N] NETNS_PATH POLICY_JSON\n";
+    std::cerr << "usage: netns-attach-tool [--loops N] [--pause-after-prepare] NETNS_PATH POLICY_JSON\n";
     return 2;
   }
   auto policy = parse_policy(argv[i + 1]);
@@ -138,9 +152,19 @@ int main(int argc, char** argv) {
   AttachParams params;
   params.policy = *policy;
   params.listeners_per_family = loops;
-  auto attached = Attachment::attach(argv[i], params);
+  auto attached = Attachment::prepare(argv[i], params);
   if (!attached.ok()) {
     std::cerr << "attach: " << attached.error().message << "\n";
+    return 1;
+  }
+  if (pause) {
+    say("PREPARED");
+    std::string line;
+    while (std::getline(std::cin, line) && line != "continue") {
+    }
+  }
+  if (auto st = attached->open(); !st.ok()) {
+    std::cerr << "attach: " << st.error().message << "\n";
     return 1;
   }
   Attachment& a = *attached;

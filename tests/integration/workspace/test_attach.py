@@ -142,6 +142,37 @@ def test_fail_closed_covered_traffic_is_dropped_after_the_agent_is_killed(lab, w
     assert reaches_server(lab.tcp_request(ws.guest, servers["unc6"], PORT), servers["unc6"])
 
 
+def test_fail_closed_while_a_namespace_is_being_set_up(lab, ws, servers):
+    """Before the listeners exist the table already drops covered traffic."""
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=True), pause_after_prepare=True)
+    ok, text = lab.tcp_request(ws.guest, servers["cov4"], PORT, timeout=1.5)
+    assert not ok, text
+    ok, text = lab.tcp_request(ws.ws, servers["cov6"], PORT, timeout=1.5)
+    assert not ok, text
+    answered, text, _ = lab.udp_request(ws.guest, lab.internet_v4(53), 53, timeout=1)
+    assert not answered, text
+    assert reaches_server(lab.tcp_request(ws.guest, servers["unc4"], PORT), servers["unc4"])
+    tool.resume()
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+
+
+def test_the_listeners_are_reachable_only_through_tproxy(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=True))
+    for port in (tool.ports["tcp"], tool.ports["dns_tcp"]):
+        ok, text = lab.tcp_request(ws.guest, ws.ws_v4, port, timeout=1)
+        assert not ok, text
+    answered, text, _ = lab.udp_request(ws.guest, ws.ws_v4, tool.ports["dns_udp"], timeout=1)
+    assert not answered, text
+
+
+def test_a_deleted_namespace_is_reported_not_alive(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers))
+    assert tool.namespace_alive()
+    lab.run(ws.guest, "true")
+    lab._ip(None, "netns", "del", ws.ws)
+    assert not tool.namespace_alive()
+
+
 def test_reattach_after_a_crash_replaces_the_stale_table_and_rules(lab, ws, servers):
     AttachTool(lab, ws.path, covering(servers)).kill()
     tool = AttachTool(lab, ws.path, covering(servers))

@@ -52,6 +52,8 @@ TEST_CASE("covered TCP is marked and sent to the TCP listener, v4 and v6 in sepa
       "type filter hook prerouting priority mangle; policy accept;",
       "iif \"lo\" meta mark != 0x6b696201 return",
       "ct direction reply return",
+      "fib daddr type local tcp dport { 40000, 40002 } drop",
+      "fib daddr type local udp dport 40001 drop",
       "fib daddr type { local, broadcast, multicast } return",
       "ip daddr { 10.0.0.0/8 } tcp dport { 443 } meta mark set 0x6b696201 tproxy ip to :40000 accept",
       "ip daddr { 10.0.0.0/8 } tcp dport { 443 } drop",
@@ -84,7 +86,8 @@ TEST_CASE("an entry without ports covers all TCP and rejects every other protoco
   CHECK(has(t, "ip6 daddr { ::/0 } meta l4proto tcp meta mark set 0x6b696201 tproxy ip6 to :40000 accept"));
   CHECK(has(t, "ip daddr { 0.0.0.0/0 } meta l4proto != tcp reject with icmpx admin-prohibited"));
   CHECK(has(t, "ip6 daddr { ::/0 } meta l4proto != tcp reject with icmpx admin-prohibited"));
-  CHECK_FALSE(has(t, "dport"));
+  CHECK_FALSE(has(t, "} tcp dport"));
+  CHECK_FALSE(has(t, "th dport"));
 }
 
 TEST_CASE("fail closed: every tproxy rule is followed by a drop of the same traffic") {
@@ -111,6 +114,7 @@ TEST_CASE("fail closed: every tproxy rule is followed by a drop of the same traf
 TEST_CASE("while no listener exists yet (ports 0) covered traffic and DNS are only dropped") {
   auto t = build_ruleset(params(public_policy({{{P("10.0.0.0/8")}, {}}}, true), TproxyPorts{}));
   CHECK_FALSE(has(t, "tproxy"));
+  CHECK_FALSE(has(t, "fib daddr type local tcp dport"));
   CHECK(has(t, "ip daddr { 10.0.0.0/8 } meta l4proto tcp drop"));
   CHECK(has(t, "udp dport 53 drop"));
   CHECK(has(t, "tcp dport 53 drop"));
