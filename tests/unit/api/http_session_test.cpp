@@ -1,0 +1,145 @@
+// HTTP/1.1 on one connection (socketpair, no listener): keep-alive, pipelining,
+// Expect: 100-continue and the body limit.
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/byte_stream.h"
+#include "agent/api/http/connection.h"
+#include "agent/common/unique_fd.h"
+#include "kibotos/ctrl/v1/egress.pb.h"
+
+namespace ctrl = kibotos::ctrl::v1;
+using kib::UniqueFd;
+using kib::api::CallContext;
+
+namespace {
+
+struct Connection {
+  kib::api::MethodRegistry registry;
+  std::unique_ptr<kib::api::ConnectHandler> handler;
+  UniqueFd client, server;
+  std::thread thread;
+
+  explicit Connection(size_t max_body = 1 << 20) {
+    registry.add<ctrl::GetEgressRequest, ctrl::GetEgressResponse>(
+        "kibotos.ctrl.v1.EgressService/GetEgress",
+        [](const ctrl::GetEgressRequest& req, const CallContext&) -> kib::Result<ctrl::GetEgressResponse> {
+          ctrl::GetEgressResponse r;
+          r.mutable_egress()->set_egress_id(req.egress_id());
+          return r;
+        });
+    handler = std::make_unique<kib::api::ConnectHandler>(registry, max_body);
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    client = UniqueFd(fds[0]);
+    server = UniqueFd(fds[1]);
+    timeval tv{5, 0};
+    ::setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(server.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    thread = std::thread([this] {
+      kib::api::SocketStream s(server.get());
+      kib::api::serve_connection(s, *handler, "test");
+      ::shutdown(server.get(), SHUT_RDWR);
+    });
+  }
+  ~Connection() {
+    ::shutdown(client.get(), SHUT_RDWR);
+    thread.join();
+  }
+  void send(const std::string& data) { REQUIRE(::send(client.get(), data.data(), data.size(), MSG_NOSIGNAL) == (ssize_t)data.size()); }
+  // Reads until `count` occurrences of `marker` arrived or the server closed.
+  std::string read_until(const std::string& marker, int count = 1) {
+    std::string out;
+    char buf[4096];
+    auto occurrences = [&] {
+      int n = 0;
+      for (size_t p = out.find(marker); p != std::string::npos; p = out.find(marker, p + 1)) ++n;
+      return n;
+    };
+    while (occurrences() < count) {
+      ssize_t n = ::recv(client.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, n);
+    }
+    return out;
+  }
+  std::string read_all() { return read_until("\x01never\x02"); }
+};
+
+std::string post(const std::string& body, const std::string& extra = "") {
+  return "POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+         extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+}  // namespace
+
+TEST_CASE("HTTP/1.1 keeps the connection alive across requests") {
+  Connection c;
+  for (int i = 0; i < 3; ++i) {
+    c.send(post(R"({"egressId":"e)" + std::to_string(i) + "\"}"));
+    std::string r = c.read_until("\"}}");
+    CHECK(r.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    CHECK(r.find("\"e" + std::to_string(i) + "\"") != std::string::npos);
+    CHECK(r.find("connection: close") == std::string::npos);
+  }
+}
+
+TEST_CASE("pipelined HTTP/1.1 requests are answered in order") {
+  Connection c;
+  c.send(post(R"({"egressId":"first"})") + post(R"({"egressId":"second"})"));
+  std::string r = c.read_until("\"}}", 2);
+  auto first = r.find("first"), second = r.find("second");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(second != std::string::npos);
+  CHECK(first < second);
+}
+
+TEST_CASE("Expect: 100-continue gets 100 Continue before the body") {
+  Connection c;
+  std::string body = R"({"egressId":"x"})";
+  c.send("POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+         "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  CHECK(c.read_until("\r\n\r\n") == "HTTP/1.1 100 Continue\r\n\r\n");
+  c.send(body);
+  CHECK(c.read_until("\"}}").find("HTTP/1.1 200 OK") == 0);
+}
+
+TEST_CASE("a Content-Length over the limit is answered resource_exhausted without reading the body") {
+  Connection c(1024);
+  c.send("POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+         "Expect: 100-continue\r\nContent-Length: 5000\r\n\r\n");
+  std::string r = c.read_all();
+  CHECK(r.rfind("HTTP/1.1 429 ", 0) == 0);
+  CHECK(r.find("resource_exhausted") != std::string::npos);
+  CHECK(r.find("connection: close") != std::string::npos);
+}
+
+TEST_CASE("a chunked body over the limit is resource_exhausted and the connection stays usable") {
+  Connection c(1024);
+  std::string chunk(800, ' ');
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", chunk.size());
+  c.send("POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n" + std::string(size) + "\r\n" + chunk + "\r\n" + size + "\r\n" + chunk +
+         "\r\n0\r\n\r\n");
+  CHECK(c.read_until("\"}").find("resource_exhausted") != std::string::npos);
+  c.send(post(R"({"egressId":"after"})"));
+  CHECK(c.read_until("\"}}").find("after") != std::string::npos);
+}
+
+TEST_CASE("a malformed request is answered 400 and closed") {
+  Connection c;
+  c.send("BLAH\r\n\r\n");
+  CHECK(c.read_all().rfind("HTTP/1.1 400 ", 0) == 0);
+}
+
+TEST_CASE("Connection: close is honoured") {
+  Connection c;
+  c.send(post(R"({"egressId":"x"})", "Connection: close\r\n"));
+  std::string r = c.read_all();  // returns because the server closes
+  CHECK(r.find("connection: close") != std::string::npos);
+  CHECK(r.find("\"x\"") != std::string::npos);
+}
