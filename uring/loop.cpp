@@ -115,7 +115,11 @@ void Loop::request_stop() {
 }
 
 void Loop::run(const std::function<bool()>& may_quit) {
-  while (!(stop_requested() && (!may_quit || may_quit()))) {
+  while (!(stop_requested() && (!may_quit || may_quit()))) run_once();
+}
+
+void Loop::run_once() {
+  {
     if (!timers_.empty() && !tick_armed_) arm_tick();
     io_uring_submit_and_wait(&ring_, 1);
     now_ms_ = monotonic_ms();

@@ -57,6 +57,8 @@ class Loop final : private Completion {
 
   // Runs until stop_requested() and the quit predicate (if any) is true.
   void run(const std::function<bool()>& may_quit = {});
+  // Waits for at least one completion and dispatches every ready one.
+  void run_once();
   // Thread-safe: runs fn on the loop thread.
   void post(std::function<void()> fn);
   // Thread-safe.

@@ -42,6 +42,18 @@ Status load_ca(SSL_CTX* ctx, const std::string& pem) {
   return {};
 }
 
+int context_index() {
+  static const int idx = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return idx;
+}
+
+// TLS 1.3 tickets arrive after the handshake: keep the newest for resumption.
+int on_new_session(SSL* ssl, SSL_SESSION* sess) {
+  auto* self = static_cast<TlsClientContext*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), context_index()));
+  if (self != nullptr && SSL_SESSION_is_resumable(sess)) self->remember_session(sess);
+  return 0;  // we did not keep the caller's reference
+}
+
 }  // namespace
 
 Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::string& server_name,
@@ -54,6 +66,8 @@ Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::st
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_set_ex_data(ctx, context_index(), c.get());
+  SSL_CTX_sess_set_new_cb(ctx, on_new_session);
   if (!ca_pem.empty()) {
     KIB_TRY(load_ca(ctx, ca_pem));
   } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {

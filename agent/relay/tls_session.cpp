@@ -39,6 +39,12 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(std::shared_ptr<TlsClient
   return s;
 }
 
+TlsSession::~TlsSession() {
+  // Relayed connections often end with a reset rather than close_notify; OpenSSL
+  // would then mark the shared session unresumable for the whole revision.
+  if (ssl_) SSL_set_shutdown(ssl_.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+}
+
 void TlsSession::feed(const uint8_t* data, size_t len) { BIO_write(rbio_, data, static_cast<int>(len)); }
 
 void TlsSession::feed_eof() { BIO_set_mem_eof_return(rbio_, 0); }
@@ -69,13 +75,7 @@ TlsSession::Io TlsSession::map_error(int rc, const char* what) {
 
 TlsSession::Io TlsSession::handshake() {
   int rc = SSL_do_handshake(ssl_.get());
-  if (rc == 1) {
-    if (SSL_SESSION* s = SSL_get1_session(ssl_.get())) {
-      if (SSL_SESSION_is_resumable(s)) ctx_->remember_session(s);
-      SSL_SESSION_free(s);
-    }
-    return Io::ok;
-  }
+  if (rc == 1) return Io::ok;
   return map_error(rc, "tls handshake");
 }
 
@@ -100,6 +100,8 @@ TlsSession::Io TlsSession::write(const uint8_t* data, size_t len) {
   }
   return Io::ok;
 }
+
+bool TlsSession::resumed() const { return SSL_session_reused(ssl_.get()) == 1; }
 
 void TlsSession::shutdown() {
   SSL_shutdown(ssl_.get());

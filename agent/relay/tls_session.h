@@ -22,6 +22,10 @@ class TlsSession {
   enum class Io { ok, want_read, closed, error };
 
   static Result<std::unique_ptr<TlsSession>> create(std::shared_ptr<TlsClientContext> ctx);
+  TlsSession() = default;
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
 
   // Ciphertext from the socket.
   void feed(const uint8_t* data, size_t len);
@@ -40,6 +44,7 @@ class TlsSession {
   // Queues close_notify.
   void shutdown();
   std::string last_error() const { return error_; }
+  bool resumed() const;
 
  private:
   Io map_error(int rc, const char* what);
