@@ -11,6 +11,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxServers = 8;
+constexpr size_t kMaxHostName = 253;
 constexpr size_t kMaxAddresses = 64;  // a hostile zone cannot grow our vectors without bound
 
 Status library_init() {
@@ -141,6 +142,10 @@ void AsyncResolver::resolve(const std::string& host, Callback callback) {
     callback(std::vector<IpAddress>{*ip});
     return;
   }
+  if (host.empty() || host.size() > kMaxHostName || host.find('\0') != std::string::npos) {
+    callback(make_error(Code::invalid_argument, "name resolution: bad host name"));
+    return;
+  }
   const uint64_t id = next_id_++;
   auto lookup = std::make_unique<Lookup>();
   lookup->owner = this;
@@ -153,6 +158,9 @@ void AsyncResolver::resolve(const std::string& host, Callback callback) {
   ares_addrinfo_hints hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  // No RFC 6724 sorting: it connect()s a UDP socket to every answer, syscalls per
+  // address on the dial path; the data plane orders its attempts itself.
+  hints.ai_flags = ARES_AI_NOSORT;
   // May call on_result before returning (hosts file, bad name).
   ares_getaddrinfo(channel_, host.c_str(), nullptr, &hints, &AsyncResolver::on_result, raw);
 }
