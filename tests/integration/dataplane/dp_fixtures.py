@@ -121,3 +121,48 @@ def wait_for(pred, timeout=10, what="condition"):
 
 def now():
     return time.monotonic()
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def start_bulk_server(lab, addr, port):
+    proc = lab.popen(lab.inet, PYTHON, os.path.join(HERE, "bulk_server.py"), addr, port)
+    labmod.wait_for(lambda: lab.tcp_request(lab.inet, addr, port, timeout=0.5, read=False)[0], timeout=10,
+                    what="bulk server")
+    return proc
+
+
+def guest(lab, ws, *args, timeout=120):
+    """Runs guest_client.py in the guest namespace; returns (ok, last output line)."""
+    p = lab.run(ws.guest, PYTHON, os.path.join(HERE, "guest_client.py"), *map(str, args),
+                check=False, timeout=timeout)
+    lines = p.stdout.strip().splitlines()
+    return p.returncode == 0, (lines[-1] if lines else p.stderr.strip())
+
+
+def guest_popen(lab, ws, *args):
+    return lab.popen(ws.guest, PYTHON, os.path.join(HERE, "guest_client.py"), *map(str, args),
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+def start_dante_with_user(lab, user, password, port=1082):
+    """dante with RFC 1929 auth against a system user that exists only in a private
+    mount namespace (bind-mounted passwd/shadow): the host's files are untouched."""
+    conf = dante_conf(lab, port, auth=True)
+    hashed = subprocess.run(["openssl", "passwd", "-6", password], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tmp = tempfile.mkdtemp(prefix="kib-dante-users-")
+    with open("/etc/passwd") as f:
+        passwd = f.read()
+    with open(os.path.join(tmp, "passwd"), "w") as f:
+        f.write(passwd + f"{user}:x:4242:4242::/nonexistent:/usr/sbin/nologin\n")
+    with open(os.path.join(tmp, "shadow"), "w") as f:
+        f.write(f"root:*:19000:0:99999:7:::\n{user}:{hashed}:19000:0:99999:7:::\n")
+    os.chmod(os.path.join(tmp, "shadow"), 0o600)
+    script = (f"mount --bind {tmp}/passwd /etc/passwd && mount --bind {tmp}/shadow /etc/shadow && "
+              f"exec /usr/sbin/danted -f {conf} -N 1")
+    proc = lab.popen(lab.socks, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+    labmod.wait_for(lambda: lab.tcp_request(lab.socks, lab.socks_v4, port, timeout=0.5, read=False)[0],
+                    timeout=10, what="dante (auth) listening")
+    return proc

@@ -1,5 +1,5 @@
 """A guest's TCP connection, intercepted in its Workspace namespace, relayed through
-a SOCKS5 Egress (dante, microsocks) end to end."""
+a SOCKS5 Egress (dante, microsocks) end to end: auth, resets, half-close, bulk."""
 import os
 import sys
 
@@ -10,11 +10,23 @@ import dp_fixtures as dp  # noqa: E402
 
 dp.labmod.require_root()
 
+PORT = 9000
+
 
 @pytest.fixture
 def lab():
     with dp.labmod.Lab() as lab:
         yield lab
+
+
+@pytest.fixture
+def env(lab):
+    """A workspace, the bulk server in inet, and the harness; no Egress yet."""
+    ws = lab.add_workspace()
+    dst = lab.internet_v4(10)
+    dp.start_bulk_server(lab, dst, PORT)
+    h = dp.Harness(lab)
+    return lab, ws, h, dst
 
 
 def attach(h, lab, ws, egress="e1", drain=0, rev=1):
@@ -31,15 +43,94 @@ def test_curl_through_dante_reaches_http_server(lab):
     rc, body, err = dp.guest_curl(lab, ws, f"http://{lab.internet_v4(10)}:8080/test_relay.py")
     assert rc == 0, err
     assert "curl_through_dante" in body
+    st = h.egress_status("w0", "e1")
+    assert st["applied_revision"] == "1"
 
 
-def test_server_sees_the_socks_server_not_the_guest(lab):
-    ws = lab.add_workspace()
+def test_server_sees_the_socks_server_not_the_guest(env):
+    lab, ws, h, dst = env
     dp.start_dante(lab)
-    dp.peer_echo_server(lab, lab.internet_v4(11), 9000)
-    h = dp.Harness(lab)
     h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
     attach(h, lab, ws)
-    ok, line = lab.tcp_request(ws.guest, lab.internet_v4(11), 9000)
+    ok, line = dp.guest(lab, ws, "peer", dst, PORT)
     assert ok, line
     assert line == f"PEER {lab.socks_inet_v4}"
+
+
+def test_dante_with_user_password(env):
+    lab, ws, h, dst = env
+    dp.start_dante_with_user(lab, "kibuser", "s3cret", port=1082)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1082 user=kibuser pass=s3cret")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "peer", dst, PORT)
+    assert ok and line == f"PEER {lab.socks_inet_v4}", line
+
+
+def test_dante_wrong_password_resets_the_guest(env):
+    lab, ws, h, dst = env
+    dp.start_dante_with_user(lab, "kibuser", "s3cret", port=1082)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1082 user=kibuser pass=wrong")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "expect-reset", dst, PORT)
+    assert ok, line
+    assert "auth_failed" in h.egress_status("w0", "e1")["last_error"]
+
+
+def test_microsocks_no_auth(env):
+    lab, ws, h, dst = env
+    dp.start_microsocks(lab, 1081)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1081")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "peer", dst, PORT)
+    assert ok and line == f"PEER {lab.socks_inet_v4}", line
+
+
+def test_microsocks_with_user_password(env):
+    lab, ws, h, dst = env
+    dp.start_microsocks(lab, 1081, user="u1", password="p1")
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1081 user=u1 pass=p1")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "peer", dst, PORT)
+    assert ok and line == f"PEER {lab.socks_inet_v4}", line
+
+
+def test_unreachable_endpoint_resets_the_guest(env):
+    lab, ws, h, dst = env
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1999")  # nothing listens there
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "expect-reset", dst, PORT)
+    assert ok, line
+    assert "connect" in h.egress_status("w0", "e1")["last_error"]
+
+
+def test_socks_refusal_resets_the_guest_with_its_reason(env):
+    lab, ws, h, dst = env
+    dp.start_dante(lab)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "expect-reset", dst, PORT + 1)  # closed port in inet
+    assert ok, line
+    err = h.egress_status("w0", "e1")["last_error"]
+    assert err.startswith("socks5: "), err
+
+
+def test_half_close_client_shuts_writes_and_still_reads_the_reply(env):
+    lab, ws, h, dst = env
+    dp.start_dante(lab)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "up", dst, PORT, 4)
+    assert ok, line
+
+
+def test_one_gib_each_way_with_checksum(env):
+    lab, ws, h, dst = env
+    dp.start_dante(lab)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "up", dst, PORT, 1024, timeout=180)
+    assert ok, line
+    ok, line = dp.guest(lab, ws, "down", dst, PORT, 1024, timeout=180)
+    assert ok, line
+    counts = h.cmd("counts", expect_ok=False)
+    dp.wait_for(lambda: h.cmd("counts", expect_ok=False) == "active 0 draining 0", what=f"idle ({counts})")

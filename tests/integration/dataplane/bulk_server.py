@@ -1,0 +1,70 @@
+"""Destination server for data-plane tests (runs in the lab's inet namespace).
+
+Each connection sends one command line:
+  UP            the client streams bytes then shuts down its writes; the server
+                answers the sha256 of everything it read, then closes.
+  DOWN <bytes>  the server sends <bytes> of the deterministic pattern, then closes.
+  HOLD          the server answers "HELD\\n" and keeps the connection open until the
+                client closes it (idle connections).
+  TICK          the server sends one byte every 50 ms until the connection breaks.
+  PEER          the server answers the client's address.
+"""
+import hashlib
+import socket
+import sys
+import threading
+
+BLOCK = hashlib.sha256(b"kibotos").digest() * 32768  # 1 MiB
+
+
+def handle(c, addr):
+    try:
+        f = c.makefile("rb")
+        line = f.readline().decode().split()
+        if not line:
+            return
+        if line[0] == "UP":
+            h = hashlib.sha256()
+            # The makefile buffer may hold bytes already: read through it.
+            while True:
+                chunk = f.read1(1 << 20)
+                if not chunk:
+                    break
+                h.update(chunk)
+            c.sendall((h.hexdigest() + "\n").encode())
+        elif line[0] == "DOWN":
+            left = int(line[1])
+            while left > 0:
+                n = min(left, len(BLOCK))
+                c.sendall(BLOCK[:n] if n < len(BLOCK) else BLOCK)
+                left -= n
+        elif line[0] == "HOLD":
+            c.sendall(b"HELD\n")
+            while c.recv(4096):
+                pass
+        elif line[0] == "TICK":
+            import time
+            while True:
+                c.sendall(b".")
+                time.sleep(0.05)
+        elif line[0] == "PEER":
+            c.sendall(("PEER " + addr[0] + "\n").encode())
+    except OSError:
+        pass
+    finally:
+        c.close()
+
+
+def main():
+    addr, port = sys.argv[1], int(sys.argv[2])
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(4096)
+    while True:
+        c, a = s.accept()
+        threading.Thread(target=handle, args=(c, a), daemon=True).start()
+
+
+main()

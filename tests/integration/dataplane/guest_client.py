@@ -1,0 +1,126 @@
+"""Guest-side client for data-plane tests (runs in the guest namespace). Prints one
+result line; exit status 0 when the exchange went as the command expects.
+
+  up ADDR PORT MIB        send MIB MiB, shut down writes, compare the server's sha256
+  down ADDR PORT MIB      receive MIB MiB and compare their sha256
+  expect-reset ADDR PORT  connect, send a request, expect a reset (RST), not EOF/data
+  peer ADDR PORT          print the address the server saw
+  tick ADDR PORT SECONDS  read ticks; print how long the stream lasted and how it ended
+  many ADDR PORT N        hold N connections open at once, each answered "HELD"
+"""
+import hashlib
+import socket
+import sys
+import time
+
+BLOCK = hashlib.sha256(b"kibotos").digest() * 32768  # 1 MiB
+
+
+def connect(addr, port, timeout=30):
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect((addr, port))
+    return s
+
+
+def up(addr, port, mib):
+    s = connect(addr, port)
+    s.sendall(b"UP\n")
+    h = hashlib.sha256()
+    for _ in range(mib):
+        s.sendall(BLOCK)
+        h.update(BLOCK)
+    s.shutdown(socket.SHUT_WR)  # half-close: the reply must still arrive
+    reply = s.makefile().readline().strip()
+    ok = reply == h.hexdigest()
+    print("OK" if ok else f"MISMATCH {reply}")
+    return ok
+
+
+def down(addr, port, mib):
+    s = connect(addr, port)
+    s.sendall(f"DOWN {mib << 20}\n".encode())
+    h = hashlib.sha256()
+    got = 0
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        h.update(chunk)
+        got += len(chunk)
+    want = hashlib.sha256()
+    for _ in range(mib):
+        want.update(BLOCK)
+    ok = got == mib << 20 and h.hexdigest() == want.hexdigest()
+    print("OK" if ok else f"MISMATCH got {got}")
+    return ok
+
+
+def expect_reset(addr, port):
+    try:
+        s = connect(addr, port, timeout=15)
+        s.sendall(b"PEER\n")
+        data = s.recv(4096)
+        print(f"NO-RESET {data!r}")
+        return False
+    except ConnectionResetError:
+        print("RESET")
+        return True
+    except OSError as e:
+        print(f"ERROR {type(e).__name__} {e}")
+        return False
+
+
+def peer(addr, port):
+    s = connect(addr, port)
+    s.sendall(b"PEER\n")
+    print(s.makefile().readline().strip())
+    return True
+
+
+def tick(addr, port, seconds):
+    s = connect(addr, port)
+    s.sendall(b"TICK\n")
+    start = time.monotonic()
+    print("STARTED", flush=True)
+    end = "timeout"
+    try:
+        while time.monotonic() - start < seconds:
+            if not s.recv(4096):
+                end = "eof"
+                break
+    except ConnectionResetError:
+        end = "reset"
+    except socket.timeout:
+        end = "stalled"
+    print(f"ENDED {end} {time.monotonic() - start:.2f}")
+    return True
+
+
+def many(addr, port, n):
+    socks = []
+    for _ in range(n):
+        s = connect(addr, port, timeout=60)
+        s.sendall(b"HOLD\n")
+        socks.append(s)
+    ok = 0
+    for s in socks:
+        if s.makefile().readline().strip() == "HELD":
+            ok += 1
+    print(f"HELD {ok}", flush=True)
+    if len(sys.argv) > 5:  # keep them open until stdin closes
+        sys.stdin.read()
+    return ok == n
+
+
+def main():
+    cmd, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    arg = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    fn = {"up": up, "down": down, "peer": peer, "tick": tick, "many": many,
+          "expect-reset": expect_reset}[cmd]
+    ok = fn(addr, port, arg) if cmd not in ("expect-reset", "peer") else fn(addr, port)
+    sys.exit(0 if ok else 1)
+
+
+main()
