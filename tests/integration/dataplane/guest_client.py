@@ -94,7 +94,7 @@ def tick(addr, port, seconds):
         end = "reset"
     except socket.timeout:
         end = "stalled"
-    print(f"ENDED {end} {time.monotonic() - start:.2f}")
+    print(f"ENDED {end} {time.monotonic():.3f}")
     return True
 
 
