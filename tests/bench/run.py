@@ -133,10 +133,14 @@ class Bench:
                     log(f"{name}: not available: {why}")
                     return
                 relay_pid, cleanup = agent.pid, agent.stop
-            if not measure.reachable(self.lab, self.tools):
-                entry["reason"] = "no connection through it reached the lab's http server"
+            want = L.GUEST_IP if kind == "routed" else L.SOCKS_INET_IP
+            seen = measure.seen_from(self.lab, self.tools)
+            if seen != want or not measure.reachable(self.lab, self.tools):
+                entry["reason"] = (f"connections did not go through it: the server saw them from "
+                                   f"{seen or 'nowhere'}, expected {want}")
                 if agent:
-                    entry["reason"] += f"; agent log: {agent.log_tail(300)}"
+                    entry["reason"] += (f"; workspace status: {agent.status()}; agent log: "
+                                        f"{agent.log_tail(300) or '(empty)'}")
                 log(f"{name}: not available: {entry['reason']}")
                 return
             entry["available"] = True
@@ -271,7 +275,8 @@ class Bench:
                 raise
             except Exception as e:
                 self.results["not_measured"].append(
-                    f"DNS via a {how} Resolver: not measured: DNS through the agent does not work yet "
+                    f"DNS via a {how} Resolver: not measured: no answer through the agent (DNS not "
+                    f"implemented, or not working) "
                     f"({type(e).__name__}: {str(e)[:200]})")
 
     # -- the run ----------------------------------------------------------------------

@@ -141,6 +141,14 @@ dataplane:
             time.sleep(0.05)
         return False
 
+    def status(self):
+        """The workspace's network_policy_status, as the agent reports it (for reasons)."""
+        try:
+            ws = self.call("WorkspaceService", "GetWorkspace", {"workspaceId": self.workspace_id})
+            return json.dumps(ws["workspace"].get("networkPolicyStatus", {}))[:300]
+        except (OSError, ConnectError, KeyError, AttributeError) as e:
+            return f"unknown ({e})"
+
     def stop(self):
         """Deletes the workspace (the agent removes what it installed), then stops the
         agent; whatever it left in the ws namespace is flushed so later modes see a

@@ -82,6 +82,13 @@ def reachable(lab, tools, n=3):
     return j["ok"] == n
 
 
+def seen_from(lab, tools):
+    """The address the destination sees a guest connection come from: the guest's own on
+    the routed path, the SOCKS server's when relayed."""
+    r = lab.run(lab.guest, [tools["client"], "who", L.INET_IP, str(peers.HTTP_PORT)], timeout=15)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
 def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     """Holds n idle connections, each confirmed end to end, and reads the memory they
     cost: relay RSS and system-wide MemAvailable. Then checks the relay's fds return to

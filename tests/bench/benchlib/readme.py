@@ -122,6 +122,10 @@ def notes_section(results):
             "6: it adds two pipes), so at most about (limit − 1,000) / 2 fit in one process. "
             "The 10,000-connection target cannot be shown on this machine as configured; where "
             "a relay could not hold them all, the 'not established' row says how many failed.")
+    routed = results["modes"].get("routed", {}).get("metrics", {})
+    if "lat_p50_us" in routed:
+        lines.append(f"- Latency client floor (the routed path: client, two forwarding hops, server): "
+                     f"p50 {routed['lat_p50_us']['median']:.0f} µs, p99 {routed['lat_p99_us']['median']:.0f} µs.")
     lines += [
         "- The machine has 2 cores shared by the relay, the SOCKS server, stunnel, the "
         "servers and the clients; throughput through any relay is bounded by them.",

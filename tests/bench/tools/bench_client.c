@@ -8,6 +8,7 @@
 //                                    ('H' -> 'h'), hold them idle until a line on
 //                                    stdin (or MAX_SECONDS), then close them
 //   dns  IP PORT N WINDOW TIMEOUT_MS N UDP DNS queries (A bench.lab), WINDOW in flight
+//   who  IP PORT                     the address the server saw the connection from
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -232,14 +233,32 @@ static int mode_dns(char** argv) {
   return 0;
 }
 
+// Prints the address the server saw this connection come from.
+static int mode_who(char** argv) {
+  struct sockaddr_in a = parse_addr(argv[0], argv[1]);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct timeval tv = {.tv_sec = 3};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[64] = {0};
+  ssize_t n = -1;
+  if (connect(fd, (struct sockaddr*)&a, sizeof a) == 0 && write(fd, "W", 1) == 1)
+    n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 1;
+  fputs(buf, stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc == 6 && strcmp(argv[1], "lat") == 0) return mode_lat(argv + 2);
   if (argc == 6 && strcmp(argv[1], "hold") == 0) return mode_hold(argv + 2);
   if (argc == 7 && strcmp(argv[1], "dns") == 0) return mode_dns(argv + 2);
+  if (argc == 4 && strcmp(argv[1], "who") == 0) return mode_who(argv + 2);
   fprintf(stderr,
           "usage: %s lat IP PORT N TIMEOUT_MS | hold IP PORT N MAX_SECONDS |"
-          " dns IP PORT N WINDOW TIMEOUT_MS\n",
+          " dns IP PORT N WINDOW TIMEOUT_MS | who IP PORT\n",
           argv[0]);
   return 2;
 }

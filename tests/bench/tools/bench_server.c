@@ -4,6 +4,7 @@
 //     (what wrk with `Connection: close` and bench_client's `lat` mode expect).
 //   - A connection whose first byte is 'H' gets "h" back and is then held open, idle,
 //     until the client closes it (bench_client's `hold` mode).
+//   - 'W' gets the peer's address back, then a close (bench_client's `who` mode).
 // Usage: bench_server IP PORT MAX_SECONDS
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -31,6 +32,20 @@ static void on_client(int ep, int fd) {
   }
   if (buf[0] == 'H') {
     if (write(fd, "h", 1) != 1) close(fd);
+    return;
+  }
+  if (buf[0] == 'W') {
+    // "Who is calling": the peer address tells a relayed connection (from the SOCKS
+    // server) from one that went around the relay (from the guest).
+    struct sockaddr_in peer;
+    socklen_t len = sizeof peer;
+    char line[64] = "?\n";
+    if (getpeername(fd, (struct sockaddr*)&peer, &len) == 0 && inet_ntop(AF_INET, &peer.sin_addr, line, 48))
+      strcat(line, "\n");
+    ssize_t w = write(fd, line, strlen(line));
+    (void)w;
+    epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
     return;
   }
   if (buf[0] == 'G') {
