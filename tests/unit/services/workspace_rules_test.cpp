@@ -1,0 +1,304 @@
+// WorkspaceService (API.md), its references to Egresses, and AgentService.GetAgent.
+// /proc/self/ns/net stands in for an existing network namespace: it is one, and
+// /proc/thread-self/ns/net is the same namespace under another path.
+#include "tests/unit/services/service_harness.h"
+
+using namespace kib;
+using namespace kib::test;
+
+namespace {
+
+const char* kNetns = "/proc/self/ns/net";
+
+ctrl::NetworkPolicy isolated() {
+  ctrl::NetworkPolicy p;
+  p.set_mode(ctrl::NETWORK_MODE_ISOLATED);
+  return p;
+}
+
+ctrl::NetworkPolicy through(const std::string& egress_id, const std::string& cidr = "0.0.0.0/0") {
+  ctrl::NetworkPolicy p;
+  p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+  auto* r = p.add_egresses();
+  r->set_egress_id(egress_id);
+  r->add_destinations(cidr);
+  return p;
+}
+
+ctrl::NetworkPolicy udp_resolver_via(const std::string& egress_id) {
+  ctrl::NetworkPolicy p;
+  p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+  auto* r = p.add_resolvers();
+  r->mutable_udp()->set_address("203.0.113.53:53");
+  r->set_egress_id(egress_id);
+  return p;
+}
+
+std::string egress(Harness& h, bool udp = false) {
+  auto spec = socks5("203.0.113.5:1080");
+  spec.set_udp_enabled(udp);
+  auto e = h.create_egress(spec);
+  REQUIRE(e.ok());
+  return e->egress().egress_id();
+}
+
+ctrl::Workspace must_create(Harness& h, const ctrl::NetworkPolicy& p, const char* netns = kNetns) {
+  auto w = h.create_workspace(netns, p);
+  REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
+  return w->workspace();
+}
+
+}  // namespace
+
+TEST_CASE("CreateWorkspace: stores the Workspace with policy revision 1 and hands it to the runtime") {
+  Harness h;
+  std::string eg = egress(h);
+  h.runtime.clear();
+  auto p = through(eg);
+  p.set_revision(99);  // "network_policy.revision is ignored" in writes
+  auto w = must_create(h, p);
+  CHECK(w.workspace_id().rfind("ws-", 0) == 0);
+  CHECK(w.netns() == kNetns);
+  CHECK(w.network_policy().revision() == 1);
+  CHECK(w.created_at().SerializeAsString() == w.updated_at().SerializeAsString());
+  CHECK(w.network_policy_status().applied_revision() == 1);
+  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
+                                                       " r1 drain 0"});
+  auto g = h.get_workspace(w.workspace_id());
+  REQUIRE(g.ok());
+  CHECK(g->workspace().network_policy().egresses(0).egress_id() == eg);
+}
+
+TEST_CASE("CreateWorkspace: a missing namespace is failed_precondition") {
+  Harness h;
+  CHECK(code_of(h.create_workspace("/run/netns/kibotos-does-not-exist", isolated())) == Code::failed_precondition);
+  CHECK(code_of(h.create_workspace("relative/path", isolated())) == Code::failed_precondition);
+}
+
+TEST_CASE("CreateWorkspace: a path that is not a network namespace is failed_precondition") {
+  Harness h;
+  CHECK(code_of(h.create_workspace("/proc/self/ns/uts", isolated())) == Code::failed_precondition);
+  CHECK(code_of(h.create_workspace(h.config.state_dir + "/state.db", isolated())) == Code::failed_precondition);
+  CHECK(code_of(h.create_workspace("/", isolated())) == Code::failed_precondition);
+}
+
+TEST_CASE("CreateWorkspace: a namespace already attached is failed_precondition, by identity not by path") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  CHECK(code_of(h.create_workspace(kNetns, isolated())) == Code::failed_precondition);
+  CHECK(code_of(h.create_workspace("/proc/thread-self/ns/net", isolated())) == Code::failed_precondition);
+  // After the delete the namespace can be attached again.
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  CHECK(h.create_workspace("/proc/thread-self/ns/net", isolated()).ok());
+}
+
+TEST_CASE("NetworkPolicy: mode unspecified is invalid_argument") {
+  Harness h;
+  CHECK(code_of(h.create_workspace(kNetns, ctrl::NetworkPolicy())) == Code::invalid_argument);
+}
+
+TEST_CASE("NetworkPolicy: ISOLATED with egresses or resolvers is invalid_argument (nothing leaves)") {
+  Harness h;
+  std::string eg = egress(h, true);
+  auto p = through(eg);
+  p.set_mode(ctrl::NETWORK_MODE_ISOLATED);
+  CHECK(code_of(h.create_workspace(kNetns, p)) == Code::invalid_argument);
+  auto q = udp_resolver_via(eg);
+  q.set_mode(ctrl::NETWORK_MODE_ISOLATED);
+  CHECK(code_of(h.create_workspace(kNetns, q)) == Code::invalid_argument);
+}
+
+TEST_CASE("NetworkPolicy: bad CIDRs, port ranges and resolver addresses are invalid_argument") {
+  Harness h;
+  std::string eg = egress(h);
+  CHECK(code_of(h.create_workspace(kNetns, through(eg, "10.0.0.1/8"))) == Code::invalid_argument);
+  CHECK(code_of(h.create_workspace(kNetns, through(eg, "not-a-cidr"))) == Code::invalid_argument);
+  auto p = through(eg);
+  auto* pr = p.mutable_egresses(0)->add_ports();
+  pr->set_first(443);
+  pr->set_last(80);
+  CHECK(code_of(h.create_workspace(kNetns, p)) == Code::invalid_argument);
+  auto r = udp_resolver_via("");
+  r.mutable_resolvers(0)->mutable_udp()->set_address("dns.example:53");
+  CHECK(code_of(h.create_workspace(kNetns, r)) == Code::invalid_argument);
+  auto none = udp_resolver_via("");
+  none.mutable_resolvers(0)->clear_transport();
+  CHECK(code_of(h.create_workspace(kNetns, none)) == Code::invalid_argument);
+}
+
+TEST_CASE("NetworkPolicy: an unknown or deleted Egress (route or resolver) is not_found") {
+  Harness h;
+  CHECK(code_of(h.create_workspace(kNetns, through("eg-unknown"))) == Code::not_found);
+  std::string eg = egress(h, true);
+  REQUIRE(h.delete_egress(eg).ok());
+  CHECK(code_of(h.create_workspace(kNetns, through(eg))) == Code::not_found);
+  CHECK(code_of(h.create_workspace(kNetns, udp_resolver_via(eg))) == Code::not_found);
+  auto w = must_create(h, isolated());
+  CHECK(code_of(h.update_policy(w.workspace_id(), 1, through(eg))) == Code::not_found);
+}
+
+TEST_CASE("NetworkPolicy: a udp Resolver through an Egress without udp_enabled is failed_precondition") {
+  Harness h;
+  std::string no_udp = egress(h, false);
+  CHECK(code_of(h.create_workspace(kNetns, udp_resolver_via(no_udp))) == Code::failed_precondition);
+  // A tcp Resolver through the same Egress is fine.
+  auto tcp = udp_resolver_via(no_udp);
+  tcp.mutable_resolvers(0)->mutable_tcp()->set_address("203.0.113.53:53");
+  CHECK(h.create_workspace(kNetns, tcp).ok());
+}
+
+TEST_CASE("UpdateNetworkPolicy: the revision moves by one only when the content changes") {
+  Harness h;
+  std::string eg = egress(h);
+  auto w = must_create(h, isolated());
+  h.runtime.clear();
+  auto same = h.update_policy(w.workspace_id(), 1, isolated());
+  REQUIRE(same.ok());
+  CHECK(same->workspace().network_policy().revision() == 1);
+  CHECK(h.runtime.events().empty());
+  auto changed = h.update_policy(w.workspace_id(), 1, through(eg));
+  REQUIRE(changed.ok());
+  CHECK(changed->workspace().network_policy().revision() == 2);
+  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
+                                                       " r2 drain 600"});
+  CHECK(code_of(h.update_policy(w.workspace_id(), 1, isolated())) == Code::aborted);
+  CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 2);
+}
+
+TEST_CASE("UpdateEgress never changes the revision of a policy that references the Egress") {
+  Harness h;
+  std::string eg = egress(h);
+  auto w = must_create(h, through(eg));
+  REQUIRE(h.update_egress(eg, 1, socks5("203.0.113.9:1080")).ok());
+  CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 1);
+}
+
+TEST_CASE("DeleteEgress: while a non-deleted Workspace's policy references it, failed_precondition") {
+  Harness h;
+  std::string by_route = egress(h, false), by_resolver = egress(h, true);
+  auto p = through(by_route);
+  *p.add_resolvers() = udp_resolver_via(by_resolver).resolvers(0);
+  auto w = must_create(h, p);
+  CHECK(code_of(h.delete_egress(by_route)) == Code::failed_precondition);
+  CHECK(code_of(h.delete_egress(by_resolver)) == Code::failed_precondition);
+  CHECK(h.get_egress(by_route).ok());
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  CHECK(h.delete_egress(by_route).ok());
+  CHECK(h.delete_egress(by_resolver).ok());
+}
+
+TEST_CASE("DeleteEgress: a policy update that drops the reference releases the Egress") {
+  Harness h;
+  std::string eg = egress(h);
+  auto w = must_create(h, through(eg));
+  REQUIRE(h.update_policy(w.workspace_id(), 1, isolated()).ok());
+  CHECK(h.delete_egress(eg).ok());
+}
+
+TEST_CASE("udp_enabled off while a udp Resolver of a non-deleted Workspace uses the Egress is failed_precondition") {
+  Harness h;
+  std::string eg = egress(h, true);
+  auto w = must_create(h, udp_resolver_via(eg));
+  auto off = socks5("203.0.113.5:1080");
+  CHECK(code_of(h.update_egress(eg, 1, off)) == Code::failed_precondition);
+  CHECK(h.get_egress(eg)->egress().spec().udp_enabled());
+  // Other changes that keep udp_enabled are fine.
+  auto moved = off;
+  moved.mutable_socks5()->set_address("203.0.113.6:1080");
+  moved.set_udp_enabled(true);
+  REQUIRE(h.update_egress(eg, 1, moved).ok());
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  CHECK(h.update_egress(eg, 2, off).ok());
+}
+
+TEST_CASE("CreateWorkspace: when the runtime fails, the Workspace stays stored and status shows the error") {
+  Harness h;
+  h.runtime.fail_workspace_apply("cannot install nftables table");
+  auto w = must_create(h, isolated());
+  CHECK(w.network_policy_status().error() == "cannot install nftables table");
+  CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy_status().error() ==
+        "cannot install nftables table");
+  h.runtime.fail_workspace_apply("");
+  auto u = h.update_policy(w.workspace_id(), 1, [] {
+    ctrl::NetworkPolicy p;
+    p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+    return p;
+  }());
+  REQUIRE(u.ok());
+  CHECK(u->workspace().network_policy_status().error().empty());
+}
+
+TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtime removes it") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  h.runtime.clear();
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_deleted " + w.workspace_id()});
+  CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
+  CHECK(code_of(h.delete_workspace(w.workspace_id())) == Code::not_found);
+  CHECK(code_of(h.update_policy(w.workspace_id(), 1, isolated())) == Code::not_found);
+}
+
+TEST_CASE("Workspace labels and annotations follow the same CAS rules, never touching the policy revision") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  ctrl::UpdateWorkspaceLabelsRequest l;
+  l.set_command_id("wl");
+  l.set_workspace_id(w.workspace_id());
+  l.set_expected_labels_revision(1);
+  (*l.mutable_labels())["team"] = "a";
+  auto r = h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels", l);
+  REQUIRE(r.ok());
+  CHECK(r->workspace().labels_revision() == 2);
+  CHECK(r->workspace().network_policy().revision() == 1);
+  l.set_command_id("wl2");
+  CHECK(code_of(h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels",
+                                                            l)) == Code::aborted);
+  ctrl::UpdateWorkspaceAnnotationsRequest a;
+  a.set_command_id("wa");
+  a.set_workspace_id(w.workspace_id());
+  a.set_expected_annotations_revision(1);
+  (*a.mutable_annotations())["note"] = "free text";
+  auto ra = h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
+      "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", a);
+  REQUIRE(ra.ok());
+  CHECK(ra->workspace().annotations_revision() == 2);
+  ctrl::ListWorkspacesRequest q;
+  (*q.mutable_label_selector())["team"] = "a";
+  auto list = h.call<ctrl::ListWorkspacesResponse>("kibotos.ctrl.v1.WorkspaceService/ListWorkspaces", q);
+  REQUIRE(list.ok());
+  REQUIRE(list->workspaces_size() == 1);
+  CHECK(list->workspaces(0).network_policy_status().applied_revision() == 1);
+}
+
+TEST_CASE("publish_all: every Egress, then every Workspace, as stored") {
+  Harness h;
+  std::string a = egress(h), b = egress(h);
+  auto w = must_create(h, through(b));
+  REQUIRE(h.update_egress(b, 1, socks5("203.0.113.9:1080")).ok());
+  h.reopen();
+  h.runtime.clear();
+  h.plane->publish_all();
+  CHECK(h.runtime.events() == std::vector<std::string>{
+                                  "egress_published " + a + " r1 drain 0",
+                                  "egress_published " + b + " r2 drain 0",
+                                  "workspace_applied " + w.workspace_id() + " " + kNetns + " r1 drain 0",
+                              });
+}
+
+TEST_CASE("GetAgent: version, features, uptime and counts from the store and the runtime") {
+  Harness h;
+  egress(h);
+  std::string gone = egress(h);
+  REQUIRE(h.delete_egress(gone).ok());
+  must_create(h, isolated());
+  auto r = h.call<ctrl::GetAgentResponse>("kibotos.ctrl.v1.AgentService/GetAgent", ctrl::GetAgentRequest());
+  REQUIRE(r.ok());
+  CHECK(r->agent().version() == KIBOTOS_VERSION);
+  CHECK(r->agent().features_size() > 0);
+  CHECK(r->agent().egress_count() == 1);
+  CHECK(r->agent().workspace_count() == 1);
+  CHECK(r->agent().active_connections() == 7);
+  CHECK(r->agent().draining_connections() == 3);
+  CHECK(r->agent().uptime().seconds() >= 0);
+}
