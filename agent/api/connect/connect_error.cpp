@@ -4,18 +4,27 @@
 #include <google/protobuf/util/json_util.h>
 
 namespace kib::api {
+namespace {
+
+// A JSON string literal, escaped by protobuf's JSON printer (a Value holding a string).
+std::string json_string(const std::string& s) {
+  google::protobuf::Value v;
+  v.set_string_value(s);
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(v, &out).ok()) return "\"\"";
+  return out;
+}
+
+}  // namespace
 
 HttpResponse connect_error_response(const Error& error, int http_status) {
-  // Built as a google.protobuf.Struct so protobuf's JSON printer does the escaping.
-  google::protobuf::Struct body;
-  auto& fields = *body.mutable_fields();
-  fields["code"].set_string_value(std::string(code_name(error.code)));
-  if (!error.message.empty()) fields["message"].set_string_value(error.message);
   HttpResponse r;
   r.status = http_status;
   r.headers.emplace_back("content-type", "application/json");
-  if (!google::protobuf::util::MessageToJsonString(body, &r.body).ok())
-    r.body = R"({"code":"internal"})";
+  // Field order fixed ("code" first) so the body reads the same every time.
+  r.body = "{\"code\":" + json_string(std::string(code_name(error.code)));
+  if (!error.message.empty()) r.body += ",\"message\":" + json_string(error.message);
+  r.body += "}";
   return r;
 }
 

@@ -44,11 +44,13 @@ void Http1Session::serve(std::string_view initial) {
 bool Http1Session::feed(const char* data, size_t len) {
   while (len > 0) {
     size_t used = http_parser_execute(&parser_, &settings_, data, len);
-    if (!answer_ready()) return false;
+    const bool written = answer_ready();
     if (close_after_) {
-      drain_after_early_response();
+      // Answered without reading the body: let the client finish sending, then close.
+      if (written) drain_after_early_response();
       return false;
     }
+    if (!written || closing_) return false;
     enum http_errno err = HTTP_PARSER_ERRNO(&parser_);
     if (err != HPE_OK) {
       if (too_many_headers_ || err == HPE_HEADER_OVERFLOW) fail(431, "request headers too large");
@@ -69,14 +71,18 @@ bool Http1Session::feed(const char* data, size_t len) {
   return true;
 }
 
+// Answers the complete requests in order; false if a write failed. A response that
+// closes the connection sets closing_ and drops any request after it.
 bool Http1Session::answer_ready() {
-  while (!ready_.empty()) {
+  while (!ready_.empty() && !closing_) {
     Pending p = std::move(ready_.front());
     ready_.pop_front();
     HttpResponse r = handler_.handle(p.request);
-    bool keep = p.keep_alive && !close_after_;
-    if (!write_response(r, keep) || !keep) return false;
+    const bool keep = p.keep_alive && !close_after_;
+    if (!keep) closing_ = true;
+    if (!write_response(r, keep)) return false;
   }
+  ready_.clear();
   return true;
 }
 

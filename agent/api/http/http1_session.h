@@ -55,6 +55,8 @@ class Http1Session {
   // A request announced a body over the limit: it is answered and the connection
   // closed without reading the body.
   bool close_after_ = false;
+  // A response said "connection: close".
+  bool closing_ = false;
   std::deque<Pending> ready_;
 };
 

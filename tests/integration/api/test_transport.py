@@ -1,0 +1,223 @@
+"""The Connect server over the Unix socket: curl (HTTP/1.1 and HTTP/2 prior
+knowledge), JSON and binary, keep-alive under load, and the protocol's error paths."""
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from api_helpers import GET_AGENT, check_get_agent_json, python_protos, require_get_agent
+from kibotos_agent import UnixHTTPConnection, connect_call, decode_json
+
+UNKNOWN = "kibotos.ctrl.v1.AgentService/NoSuchMethod"
+
+
+def curl(agent, method, data="{}", content_type="application/json", extra=()):
+    """curl over the agent's Unix socket; returns (http_status, http_version, body)."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    out = subprocess.run(
+        ["curl", "-sS", "--unix-socket", agent.socket_path, "-H", "Content-Type: " + content_type,
+         "--data-binary", data, "-o", "-", "-w", "\n%{http_code} %{http_version}",
+         "http://localhost/" + method] + list(extra),
+        capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    body, _, tail = out.stdout.rpartition(b"\n")
+    status, version = tail.decode().split()
+    return int(status), version, body
+
+
+@pytest.fixture(scope="module")
+def agent_pb2(tmp_path_factory):
+    return python_protos(str(tmp_path_factory.mktemp("pb")))
+
+
+def test_get_agent_with_curl_json(agent):
+    require_get_agent(agent)
+    status, version, body = curl(agent, GET_AGENT)
+    assert (status, version) == (200, "1.1")
+    check_get_agent_json(json.loads(body))
+
+
+def test_get_agent_with_curl_http2_prior_knowledge(agent):
+    require_get_agent(agent)
+    status, version, body = curl(agent, GET_AGENT, extra=["--http2-prior-knowledge"])
+    assert (status, version) == (200, "2")
+    check_get_agent_json(json.loads(body))
+
+
+def test_get_agent_binary_over_http1_and_http2(agent, agent_pb2):
+    require_get_agent(agent)
+    for extra in ([], ["--http2-prior-knowledge"]):
+        request = agent_pb2.GetAgentRequest().SerializeToString()
+        status, _, body = curl(agent, GET_AGENT, data=request, content_type="application/proto", extra=extra)
+        assert status == 200
+        response = agent_pb2.GetAgentResponse.FromString(body)
+        assert response.agent.version
+        assert response.agent.uptime.seconds >= 0
+
+
+def test_binary_answers_have_the_proto_content_type(agent):
+    require_get_agent(agent)
+    status, headers, _ = agent.call_raw(GET_AGENT, b"", content_type="application/proto")
+    assert status == 200
+    assert headers["content-type"] == "application/proto"
+
+
+def test_unknown_method_is_unimplemented_404(agent):
+    for extra in ([], ["--http2-prior-knowledge"]):
+        status, _, body = curl(agent, UNKNOWN, extra=extra)
+        assert status == 404
+        assert json.loads(body)["code"] == "unimplemented"
+
+
+def test_wrong_content_type_is_415(agent):
+    for extra in ([], ["--http2-prior-knowledge"]):
+        status, _, _ = curl(agent, GET_AGENT, content_type="text/plain", extra=extra)
+        assert status == 415
+
+
+def test_error_bodies_are_connect_json(agent):
+    status, headers, data = agent.call_raw(UNKNOWN, "{}")
+    assert status == 404
+    assert headers["content-type"] == "application/json"
+    body = json.loads(data)
+    assert body["code"] == "unimplemented" and "message" in body
+
+
+def test_body_over_1_mib_is_resource_exhausted(agent, tmp_state):
+    big = json.dumps({"pad": "x" * (1 << 20)})
+    path = tmp_state + "/big.json"
+    with open(path, "w") as f:
+        f.write(big)
+    # http.client (no Expect), then curl HTTP/1.1 (Expect: 100-continue) and HTTP/2.
+    status, body = agent.call(GET_AGENT, json.loads(big))
+    assert status == 429 and body["code"] == "resource_exhausted"
+    for extra in ([], ["--http2-prior-knowledge"]):
+        status, _, data = curl(agent, GET_AGENT, data="@" + path, extra=extra)
+        assert status == 429, data
+        assert json.loads(data)["code"] == "resource_exhausted"
+
+
+def test_unknown_json_field_is_invalid_argument_naming_it(agent):
+    require_get_agent(agent)
+    status, body = agent.call(GET_AGENT, {"agentIdd": "x"})
+    assert status == 400
+    assert body["code"] == "invalid_argument"
+    assert "agentIdd" in body["message"]
+
+
+def test_invalid_connect_timeout_is_invalid_argument(agent):
+    require_get_agent(agent)
+    status, body = agent.call(GET_AGENT, {}, headers={"Connect-Timeout-Ms": "soon"})
+    assert status == 400 and body["code"] == "invalid_argument"
+    status, _ = agent.call(GET_AGENT, {}, headers={"Connect-Timeout-Ms": "10000", "Connect-Protocol-Version": "1"})
+    assert status == 200
+
+
+def test_1000_sequential_keep_alive_requests(agent):
+    require_get_agent(agent)
+    conn = agent.connection()
+    conn.connect()
+    first_sock = conn.sock
+    for i in range(1000):
+        status, _, data = connect_call(conn, GET_AGENT, {})
+        assert status == 200, (i, data)
+    assert conn.sock is first_sock  # one connection throughout
+    conn.close()
+
+
+def test_50_concurrent_keep_alive_clients(agent):
+    require_get_agent(agent)
+    errors = []
+
+    def client(n):
+        try:
+            conn = agent.connection(timeout=30)
+            conn.connect()
+            first = conn.sock
+            for _ in range(20):
+                status, _, data = connect_call(conn, GET_AGENT, {})
+                if status != 200:
+                    errors.append((n, status, data))
+            if conn.sock is not first:
+                errors.append((n, "reconnected"))
+            conn.close()
+        except Exception as e:  # noqa: BLE001 - every failure is reported below
+            errors.append((n, repr(e)))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+
+
+def test_pipelined_requests_are_answered_in_order(agent):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(agent.socket_path)
+    req = ("POST /kibotos.ctrl.v1.AgentService/Nope{} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Content-Length: 2\r\n\r\n{{}}")
+    s.sendall((req.format(1) + req.format(2)).encode())
+    data = b""
+    deadline = time.monotonic() + 10
+    while data.count(b"HTTP/1.1 404") < 2 and time.monotonic() < deadline:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    assert data.count(b"HTTP/1.1 404") == 2
+    assert data.index(b"Nope1") < data.index(b"Nope2")
+
+
+def test_connections_over_max_connections_are_closed(agent_factory):
+    a = agent_factory(config={"api": {"max_connections": 2}})
+    held = [a.connection() for _ in range(2)]
+    for c in held:
+        c.connect()
+        assert connect_call(c, UNKNOWN, {})[0] == 404  # both are being served
+    extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    extra.settimeout(10)
+    extra.connect(a.socket_path)
+    assert extra.recv(1) == b""  # closed by the agent at once
+    extra.close()
+    held[0].close()
+    # A slot frees up once the agent has noticed the close.
+    def served():
+        try:
+            c = a.connection(timeout=2)
+            ok = connect_call(c, UNKNOWN, {})[0] == 404
+            c.close()
+            return ok
+        except OSError:
+            return False
+    from kibotos_agent import wait_for
+    wait_for(served, 10, interval=0.1, what="a free connection slot")
+    held[1].close()
+
+
+def test_idle_connections_are_closed_after_idle_timeout(agent_factory):
+    a = agent_factory(config={"api": {"idle_timeout": "1s"}})
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(a.socket_path)
+    start = time.monotonic()
+    assert s.recv(1) == b""
+    assert time.monotonic() - start < 9
+    s.close()
+
+
+def test_malformed_http_is_400(agent):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(agent.socket_path)
+    s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 400")
+    s.close()
