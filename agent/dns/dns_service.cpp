@@ -1,0 +1,188 @@
+#include "agent/dns/dns_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "netns/transparent_listener.h"
+
+namespace kib::dns {
+
+struct DnsService::Engine {
+  Engine(uring::Loop& loop, const DnsServiceOptions& options, policy::EndpointAddressPolicy addr,
+         AnyThreadResolve resolve)
+      : options(options),
+        address_policy(std::move(addr)),
+        any_thread_resolve(std::move(resolve)),
+        ctx{loop, address_policy, {}, options.handshake_ms, &live} {
+    // Streams want their resolution back on the loop thread.
+    ctx.resolve = [this](const std::string& host, ResolveCallback cb) {
+      auto shared_cb = std::make_shared<ResolveCallback>(std::move(cb));
+      uring::Loop* l = &ctx.loop;
+      any_thread_resolve(host, [l, shared_cb](Result<std::vector<policy::IpAddress>> r) {
+        auto result = std::make_shared<Result<std::vector<policy::IpAddress>>>(std::move(r));
+        l->post([shared_cb, result] { (*shared_cb)(std::move(*result)); });
+      });
+    };
+  }
+
+  struct Workspace {
+    std::shared_ptr<UniqueFd> netns;
+    std::unique_ptr<WorkspaceDns> dns;
+  };
+
+  DnsServiceOptions options;
+  policy::EndpointAddressPolicy address_policy;
+  AnyThreadResolve any_thread_resolve;
+  size_t live = 0;
+  StreamContext ctx;
+  std::unordered_map<std::string, relay::DialTargetPtr> egresses;
+  std::unordered_map<std::string, Workspace> workspaces;
+
+  relay::DialTargetPtr egress(const std::string& id) const {
+    auto it = egresses.find(id);
+    return it == egresses.end() ? nullptr : it->second;
+  }
+};
+
+Result<std::unique_ptr<DnsService>> DnsService::start(const DnsServiceOptions& options,
+                                                      policy::EndpointAddressPolicy address_policy,
+                                                      AnyThreadResolve resolve) {
+  std::unique_ptr<DnsService> s(new DnsService());
+  s->options_ = options;
+  auto ready = std::make_shared<std::promise<Status>>();
+  auto ready_future = ready->get_future();
+  // The engine is built on the loop thread (the ring is single-issuer).
+  auto addr = std::make_shared<policy::EndpointAddressPolicy>(std::move(address_policy));
+  auto res = std::make_shared<AnyThreadResolve>(std::move(resolve));
+  DnsService* raw = s.get();
+  s->thread_ = std::thread([raw, ready, addr, res] {
+    uring::LoopOptions lo;
+    lo.sq_entries = 512;
+    lo.buffer_count = 16;  // the DNS loop reads into its own buffers
+    lo.buffer_size = 4096;
+    auto loop = uring::Loop::create(lo);
+    if (!loop.ok()) {
+      ready->set_value(std::move(loop).error());
+      return;
+    }
+    raw->engine_ = std::make_unique<Engine>(**loop, raw->options_, *addr, *res);
+    raw->loop_ = loop->get();
+    ready->set_value(Status{});
+    Engine* engine = raw->engine_.get();
+    (*loop)->run([engine] { return engine->live == 0; });
+    raw->engine_.reset();
+  });
+  Status st = ready_future.get();
+  if (!st.ok()) {
+    s->thread_.join();
+    return std::move(st).error();
+  }
+  return s;
+}
+
+DnsService::~DnsService() {
+  if (loop_ != nullptr) {
+    Engine* e = engine_.get();
+    uring::Loop* l = loop_;
+    loop_->post([e, l] {
+      e->workspaces.clear();  // closes every socket; the loop runs until they are gone
+      e->egresses.clear();
+      l->request_stop();
+    });
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void DnsService::publish_egress(relay::DialTargetPtr target, uint32_t drain_seconds) {
+  Engine* e = engine_.get();
+  loop_->post([e, target, drain_seconds] {
+    e->egresses[target->egress_id()] = target;
+    for (auto& [id, ws] : e->workspaces) ws.dns->egress_published(target->egress_id(), drain_seconds);
+  });
+}
+
+void DnsService::delete_egress(const std::string& egress_id) {
+  Engine* e = engine_.get();
+  loop_->post([e, egress_id] {
+    e->egresses.erase(egress_id);
+    for (auto& [id, ws] : e->workspaces) ws.dns->egress_deleted(egress_id);
+  });
+}
+
+Status DnsService::apply_workspace(const std::string& workspace_id, int netns_fd,
+                                   const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners) {
+  auto routes = resolver_routes(policy);
+  if (!routes.ok()) return std::move(routes).error();
+  std::shared_ptr<UniqueFd> ns;
+  if (netns_fd >= 0) {
+    ns = std::make_shared<UniqueFd>(fcntl(netns_fd, F_DUPFD_CLOEXEC, 0));
+    if (!*ns) return make_error(Code::resource_exhausted, "dup of the namespace fd failed");
+  }
+  auto shared_listeners = std::make_shared<DnsListeners>(std::move(listeners));
+  auto shared_routes = std::make_shared<std::vector<ResolverRoute>>(std::move(*routes));
+  Engine* e = engine_.get();
+  const uint64_t revision = policy.revision();
+  loop_->post([e, workspace_id, ns, shared_listeners, shared_routes, revision] {
+    auto it = e->workspaces.find(workspace_id);
+    if (it == e->workspaces.end()) {
+      if (!ns) return;  // never attached: nothing to serve
+      Engine::Workspace ws;
+      ws.netns = ns;
+      std::shared_ptr<UniqueFd> ns_for_replies = ns;
+      auto opener = [ns_for_replies](const SocketAddress& asked) -> Result<UniqueFd> {
+        sockaddr_storage ss;
+        const socklen_t len = asked.to_sockaddr(ss);
+        return netns::open_transparent_reply_socket(ns_for_replies->get(), reinterpret_cast<sockaddr*>(&ss), len);
+      };
+      ws.dns = std::make_unique<WorkspaceDns>(
+          e->ctx, [e](const std::string& id) { return e->egress(id); }, opener, e->options.workspace, revision,
+          *shared_routes);
+      it = e->workspaces.emplace(workspace_id, std::move(ws)).first;
+    } else {
+      it->second.dns->set_resolvers(revision, *shared_routes);
+    }
+    for (auto& fd : shared_listeners->udp) it->second.dns->add_udp_listener(std::move(fd));
+    for (auto& fd : shared_listeners->tcp) it->second.dns->add_tcp_listener(std::move(fd));
+  });
+  return {};
+}
+
+void DnsService::remove_workspace(const std::string& workspace_id) {
+  Engine* e = engine_.get();
+  loop_->post([e, workspace_id] { e->workspaces.erase(workspace_id); });
+}
+
+std::optional<WorkspaceDnsStatus> DnsService::status(const std::string& workspace_id) const {
+  auto result = std::make_shared<std::promise<std::optional<WorkspaceDnsStatus>>>();
+  auto fut = result->get_future();
+  Engine* e = engine_.get();
+  loop_->post([e, workspace_id, result] {
+    auto it = e->workspaces.find(workspace_id);
+    if (it == e->workspaces.end()) result->set_value(std::nullopt);
+    else result->set_value(it->second.dns->status());
+  });
+  if (fut.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
+  return fut.get();
+}
+
+std::string describe_dns_status(const WorkspaceDnsStatus& s) {
+  std::string out = "dns: queries=" + std::to_string(s.counters.queries) +
+                    " answers=" + std::to_string(s.counters.answers) +
+                    " timeouts=" + std::to_string(s.counters.timeouts) +
+                    " failovers=" + std::to_string(s.counters.failovers) +
+                    " in_flight=" + std::to_string(s.in_flight) + "/" + std::to_string(s.max_in_flight);
+  for (size_t i = 0; i < kFailureReasonCount; ++i) {
+    if (s.counters.failures[i] == 0) continue;
+    out += " failed_" + std::string(failure_reason_name(static_cast<FailureReason>(i))) + "=" +
+           std::to_string(s.counters.failures[i]);
+  }
+  for (const auto& r : s.resolvers) {
+    out += "; " + r.address + ": " + r.channel;
+    if (!r.last_error.empty()) out += " (last error: " + r.last_error + ")";
+  }
+  return out;
+}
+
+}  // namespace kib::dns

@@ -1,0 +1,77 @@
+#pragma once
+// The guest DNS of every Workspace, on one io_uring loop thread of its own (DNS is a
+// trickle next to the relayed TCP; keeping it apart keeps the workers' loops free of
+// it). Thread-safe entry points, called by the data-plane runtime after the store has
+// committed, mirroring kib::Runtime.
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/dns/workspace_dns.h"
+#include "agent/policy/special_purpose.h"
+#include "agent/relay/dial_target.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
+#include "uring/loop.h"
+
+namespace kib::dns {
+
+struct DnsServiceOptions {
+  WorkspaceDnsOptions workspace;
+  uint64_t handshake_ms = 10000;
+};
+
+// The DNS listeners netns opened for a Workspace (netns::Listeners::dns_udp and
+// dns_tcp, every fd of both families).
+struct DnsListeners {
+  std::vector<UniqueFd> udp;
+  std::vector<UniqueFd> tcp;
+};
+
+// Resolves an Egress host off the loop (c-ares); the callback may run on any thread.
+using AnyThreadResolve = std::function<void(const std::string& host, ResolveCallback cb)>;
+
+class DnsService {
+ public:
+  static Result<std::unique_ptr<DnsService>> start(const DnsServiceOptions& options,
+                                                   policy::EndpointAddressPolicy address_policy,
+                                                   AnyThreadResolve resolve);
+  // Closes everything and joins the thread.
+  ~DnsService();
+  DnsService(const DnsService&) = delete;
+  DnsService& operator=(const DnsService&) = delete;
+
+  // A new revision of an Egress: new queries use it at once; channels of older
+  // revisions drain.
+  void publish_egress(relay::DialTargetPtr target, uint32_t drain_seconds);
+  // Channels through it close at once.
+  void delete_egress(const std::string& egress_id);
+  // A Workspace's policy. The first call for a workspace passes its namespace (a
+  // borrowed fd, duplicated here, for the reply sockets) and its DNS listeners;
+  // later calls pass no listeners. A policy without resolvers keeps nothing.
+  // invalid_argument for a resolver address that is not ip:port.
+  Status apply_workspace(const std::string& workspace_id, int netns_fd,
+                         const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners);
+  void remove_workspace(const std::string& workspace_id);
+  // What the DNS of a workspace is doing now (waits for the loop, at most 1 s).
+  std::optional<WorkspaceDnsStatus> status(const std::string& workspace_id) const;
+
+ private:
+  struct Engine;
+  DnsService() = default;
+  void thread_main(std::shared_ptr<std::promise<Status>> ready);
+
+  DnsServiceOptions options_;
+  std::unique_ptr<Engine> engine_;
+  uring::Loop* loop_ = nullptr;
+  std::thread thread_;
+};
+
+// One line for status and logs: counters, failures by reason, in flight / cap, and
+// each resolver's channel state and last error. (The proto has no DNS fields yet.)
+std::string describe_dns_status(const WorkspaceDnsStatus& dns);
+
+}  // namespace kib::dns

@@ -1,0 +1,198 @@
+#include "agent/dns/guest_sockets.h"
+
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace kib::dns {
+namespace {
+
+constexpr size_t kMaxUnsentAnswerBytes = 256 * 1024;
+
+}  // namespace
+
+GuestSocket::GuestSocket(uring::Loop& loop, GuestEvents& events, UniqueFd fd, size_t* live)
+    : loop_(loop), events_(&events), fd_(std::move(fd)), live_(live) {
+  if (live_) ++*live_;
+}
+
+GuestSocket::~GuestSocket() {
+  if (live_) --*live_;
+}
+
+void GuestSocket::close() {
+  if (closed_) return;
+  closed_ = true;
+  events_ = nullptr;
+  for (unsigned tag = 0; tag < 8; ++tag)
+    if ((inflight_ >> tag) & 1u) loop_.cancel(this, tag);
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+  op_done(8);
+}
+
+void GuestSocket::op_done(unsigned tag) {
+  if (tag < 8) inflight_ &= static_cast<uint8_t>(~(1u << tag));
+  if (!closed_ || inflight_ != 0 || released_) return;
+  released_ = true;
+  loop_.post([this] { delete this; });
+}
+
+// ---- UDP ----
+
+GuestPtr<GuestUdpListener> GuestUdpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
+                                                   size_t* live) {
+  GuestPtr<GuestUdpListener> l(new GuestUdpListener(loop, events, std::move(fd), live));
+  l->arm();
+  return l;
+}
+
+void GuestUdpListener::arm() {
+  iov_ = {buf_.data(), buf_.size()};
+  msg_ = {};
+  msg_.msg_name = &src_;
+  msg_.msg_namelen = sizeof src_;
+  msg_.msg_iov = &iov_;
+  msg_.msg_iovlen = 1;
+  msg_.msg_control = control_.data();
+  msg_.msg_controllen = control_.size();
+  io_uring_sqe* sqe = loop_.sqe(this, 0);
+  io_uring_prep_recvmsg(sqe, fd_.get(), &msg_, 0);
+  sqe->user_data = uring::encode_user_data(this, 0);
+  submitted(0);
+}
+
+void GuestUdpListener::complete(unsigned tag, int32_t res, uint32_t) {
+  op_done(tag);
+  if (closed()) return;
+  if (res >= 0 && (msg_.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0) {
+    const SocketAddress guest = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&src_));
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg_); c != nullptr; c = CMSG_NXTHDR(&msg_, c)) {
+      const bool v4 = c->cmsg_level == SOL_IP && c->cmsg_type == IP_ORIGDSTADDR;
+      const bool v6 = c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_ORIGDSTADDR;
+      if (!v4 && !v6) continue;
+      sockaddr_storage asked{};
+      std::memcpy(&asked, CMSG_DATA(c), v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+      events_->on_guest_udp_query(guest, SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&asked)),
+                                  ByteView(buf_.data(), static_cast<size_t>(res)));
+      break;
+    }
+  }
+  // Errors on a UDP listener (ICMP errors, ENOMEM) concern one datagram: keep going.
+  if (!closed()) arm();
+}
+
+// ---- TCP listener ----
+
+GuestPtr<GuestTcpListener> GuestTcpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
+                                                   size_t* live) {
+  GuestPtr<GuestTcpListener> l(new GuestTcpListener(loop, events, std::move(fd), live));
+  l->arm();
+  return l;
+}
+
+void GuestTcpListener::arm() {
+  peer_len_ = sizeof peer_;
+  io_uring_sqe* sqe = loop_.sqe(this, 0);
+  io_uring_prep_accept(sqe, fd_.get(), reinterpret_cast<sockaddr*>(&peer_), &peer_len_,
+                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+  sqe->user_data = uring::encode_user_data(this, 0);
+  submitted(0);
+}
+
+void GuestTcpListener::complete(unsigned tag, int32_t res, uint32_t) {
+  op_done(tag);
+  if (closed()) return;
+  if (res >= 0) {
+    UniqueFd conn(res);
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (getsockname(conn.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      events_->on_guest_tcp_accept(std::move(conn), SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&peer_)),
+                                   SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&local)));
+    }
+  }
+  // EMFILE and friends: the next accept retries; the guest's SYN waits in the backlog.
+  if (!closed()) arm();
+}
+
+// ---- TCP connection ----
+
+GuestPtr<GuestTcpConnection> GuestTcpConnection::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
+                                                       uint64_t id, size_t* live) {
+  GuestPtr<GuestTcpConnection> c(new GuestTcpConnection(loop, events, std::move(fd), id, live));
+  c->arm_recv();
+  return c;
+}
+
+void GuestTcpConnection::arm_recv() {
+  io_uring_sqe* sqe = loop_.sqe(this, kRecv);
+  io_uring_prep_recv(sqe, fd_.get(), buf_.data(), buf_.size(), 0);
+  sqe->user_data = uring::encode_user_data(this, kRecv);
+  submitted(kRecv);
+}
+
+void GuestTcpConnection::send_answer(ByteView message) {
+  if (closed() || finished_) return;
+  if (out_.size() + message.size() > kMaxUnsentAnswerBytes) return finish(true);  // not reading
+  if (!append_frame(out_, message).ok()) return;
+  flush();
+}
+
+void GuestTcpConnection::query_finished() {
+  if (owed_ > 0) --owed_;
+  if (eof_ && owed_ == 0 && out_.empty() && sending_.empty()) finish(false);
+}
+
+void GuestTcpConnection::flush() {
+  if (!sending_.empty() || out_.empty()) return;
+  sending_.swap(out_);
+  io_uring_sqe* sqe = loop_.sqe(this, kSend);
+  io_uring_prep_send(sqe, fd_.get(), sending_.data(), sending_.size(), MSG_NOSIGNAL);
+  sqe->user_data = uring::encode_user_data(this, kSend);
+  submitted(kSend);
+}
+
+void GuestTcpConnection::finish(bool reset) {
+  if (finished_) return;
+  finished_ = true;
+  if (reset) {
+    linger l{1, 0};
+    setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  }
+  events_->on_guest_tcp_closed(id_);  // the owner closes us
+}
+
+void GuestTcpConnection::complete(unsigned tag, int32_t res, uint32_t) {
+  op_done(tag);
+  if (closed()) return;
+  if (tag == kSend) {
+    if (res < 0) return finish(true);
+    if (static_cast<size_t>(res) < sending_.size()) {
+      Bytes rest(sending_.begin() + res, sending_.end());
+      rest.insert(rest.end(), out_.begin(), out_.end());
+      out_.swap(rest);
+    }
+    sending_.clear();
+    flush();
+    if (eof_ && owed_ == 0 && out_.empty() && sending_.empty()) finish(false);
+    return;
+  }
+  if (res <= 0) {
+    if (res < 0) return finish(true);
+    eof_ = true;
+    if (owed_ == 0 && out_.empty() && sending_.empty()) finish(false);
+    return;
+  }
+  frames_.feed(ByteView(buf_.data(), static_cast<size_t>(res)));
+  for (;;) {
+    auto next = frames_.next();
+    if (!next.ok()) return finish(true);
+    if (!next->has_value()) break;
+    events_->on_guest_tcp_query(id_, **next);
+    if (closed() || finished_) return;
+  }
+  arm_recv();
+}
+
+}  // namespace kib::dns

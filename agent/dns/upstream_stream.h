@@ -1,0 +1,127 @@
+#pragma once
+// A TCP stream from the host namespace to a DNS resolver: straight to it, or through
+// an Egress (resolve the endpoint, special-purpose check on every address, connect,
+// TLS when the Egress has it, SOCKS5 greeting and auth, then CONNECT to the resolver
+// or UDP ASSOCIATE). Once ready it carries DNS bytes (TCP resolvers) or just stays
+// open to keep the association alive ("the association terminates when the TCP
+// connection that the UDP ASSOCIATE request arrived on terminates").
+//
+// Lives on one uring::Loop. close() stops every event; the object deletes itself
+// after the CQE of each operation it submitted.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/dns/dns_message.h"
+#include "agent/dns/socket_address.h"
+#include "agent/dns/socks5_udp_associate.h"
+#include "agent/policy/special_purpose.h"
+#include "agent/relay/dial_target.h"
+#include "agent/relay/socks5_client.h"
+#include "agent/relay/tls_session.h"
+#include "uring/loop.h"
+
+namespace kib::dns {
+
+using ResolveCallback = std::function<void(Result<std::vector<policy::IpAddress>>)>;
+// Resolves an Egress host; the callback must run on the loop's thread, exactly once.
+using ResolveFn = std::function<void(const std::string& host, ResolveCallback cb)>;
+
+// What every stream of one engine shares.
+struct StreamContext {
+  uring::Loop& loop;
+  const policy::EndpointAddressPolicy& address_policy;
+  ResolveFn resolve;
+  uint64_t handshake_ms = 10000;  // connect + TLS + SOCKS5, per address tried
+  size_t* live_objects = nullptr;  // streams and channels not yet deleted (shutdown waits)
+};
+
+struct StreamRoute {
+  SocketAddress resolver;         // the DNS server
+  relay::DialTargetPtr egress;    // null: TCP straight to the resolver
+  bool udp_associate = false;     // through the Egress: UDP ASSOCIATE, not CONNECT
+};
+
+class StreamEvents {
+ public:
+  // Ready. For UDP ASSOCIATE, relay is the checked relay address; local is the
+  // stream's own address.
+  virtual void on_stream_ready(const std::optional<SocketAddress>& relay, const SocketAddress& local) = 0;
+  // Bytes from the resolver (plaintext after TLS).
+  virtual void on_stream_data(ByteView data) = 0;
+  // The stream failed or ended; no event follows. The stream closes itself.
+  virtual void on_stream_closed(const std::string& reason) = 0;
+
+ protected:
+  ~StreamEvents() = default;
+};
+
+class UpstreamStream;
+struct StreamCloser {
+  void operator()(UpstreamStream* s) const;
+};
+// Owns a stream until it is closed (closing hands it to itself).
+using StreamPtr = std::unique_ptr<UpstreamStream, StreamCloser>;
+
+class UpstreamStream final : private uring::Completion, private uring::TimerHandler {
+ public:
+  // Events may come from start() already: store the pointer first.
+  static UpstreamStream* create(const StreamContext& ctx, StreamEvents& events, StreamRoute route);
+  void start();
+  // After on_stream_ready. Bounded by the caller (queries in flight are capped).
+  void write(ByteView data);
+  // No event after this; deletes itself once its operations are done.
+  void close();
+  bool ready() const { return phase_ == Phase::ready; }
+  size_t queued_bytes() const { return out_.size() + (sending_.size() - send_off_); }
+
+ private:
+  enum class Phase : uint8_t { resolving, connecting, tls, socks, associate, ready, closed };
+  enum Tag : unsigned { kConnect = 0, kRecv = 1, kSend = 2, kResolve = 3 };
+
+  UpstreamStream(const StreamContext& ctx, StreamEvents& events, StreamRoute route);
+  ~UpstreamStream();
+  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_timer(uring::Timer& t) override;
+
+  void on_resolved(Result<std::vector<policy::IpAddress>> addrs);
+  void connect_next();
+  void on_connected(int32_t res);
+  void begin_handshake();
+  void start_socks();
+  void on_bytes(ByteView cipher_or_plain);
+  void on_plaintext(ByteView data);
+  void drive_tls();
+  void send_plain(ByteView data);  // through TLS when present
+  void flush();
+  void arm_recv();
+  void fail(const std::string& reason);
+  void become_ready(const std::optional<SocketAddress>& relay);
+  void maybe_release();
+  bool in_flight(unsigned tag) const { return (inflight_ >> tag) & 1u; }
+
+  const StreamContext& ctx_;
+  StreamEvents* events_;
+  StreamRoute route_;
+  uring::Timer timer_;
+  int fd_ = -1;
+  Phase phase_ = Phase::resolving;
+  uint8_t inflight_ = 0;
+  std::vector<policy::IpAddress> addresses_;
+  size_t next_address_ = 0;
+  SocketAddress peer_;
+  sockaddr_storage peer_ss_{};
+  std::string last_error_;
+  std::unique_ptr<relay::TlsSession> tls_;
+  std::unique_ptr<relay::Socks5Client> socks_;
+  Socks5ReplyReader associate_reply_;
+  std::array<uint8_t, 16384> in_{};
+  Bytes out_;      // waiting to be sent
+  Bytes sending_;  // in the send operation in flight
+  size_t send_off_ = 0;
+};
+
+}  // namespace kib::dns

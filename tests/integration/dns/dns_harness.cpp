@@ -1,0 +1,183 @@
+// A test driver for the DNS forwarder, not installed: the real netns attachment
+// (TPROXY for the guest's DNS) and kib::dns::DnsService, commanded line by line on
+// stdin (what the data-plane runtime would call).
+//
+//   egress ID REV DRAIN HOST:PORT [user=U] [pass=P] [tls] [sni=NAME] [ca=PATH]
+//   delete-egress ID
+//   workspace ID NETNS_PATH POLICY_REV RESOLVER...   RESOLVER = udp|tcp:ADDR[@EGRESS_ID]
+//   delete-workspace ID
+//   status ID            -> one line (describe_dns_status)
+//   counters ID          -> "queries Q answers A timeouts T failovers F inflight N"
+// Every command answers one line: "ok", "error: ...", or its output.
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/dataplane/netns_attacher.h"
+#include "agent/dns/dns_service.h"
+#include "agent/policy/name_resolver.h"
+#include "agent/relay/dial_target.h"
+#include "netns/namespace_handle.h"
+
+namespace {
+
+using namespace kib;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string egress_cmd(dns::DnsService& svc, std::istringstream& in) {
+  auto rev = std::make_shared<EgressRevision>();
+  uint32_t drain = 0;
+  std::string address;
+  in >> rev->egress_id >> rev->revision >> drain >> address;
+  auto* s5 = rev->spec.mutable_socks5();
+  s5->set_address(address);
+  rev->spec.set_udp_enabled(true);
+  std::string opt;
+  while (in >> opt) {
+    if (opt.rfind("user=", 0) == 0) s5->set_username(opt.substr(5));
+    else if (opt.rfind("pass=", 0) == 0) s5->set_password(opt.substr(5));
+    else if (opt == "tls") s5->mutable_tls();
+    else if (opt.rfind("sni=", 0) == 0) s5->mutable_tls()->set_server_name(opt.substr(4));
+    else if (opt.rfind("ca=", 0) == 0) s5->mutable_tls()->set_ca_cert(read_file(opt.substr(3)));
+    else return "error: unknown option " + opt;
+  }
+  auto target = relay::make_dial_target(rev);
+  if (!target.ok()) return "error: " + target.error().message;
+  svc.publish_egress(*target, drain);
+  return "ok";
+}
+
+struct Attached {
+  std::unique_ptr<netns::NamespaceHandle> ns;
+};
+
+std::string workspace_cmd(dns::DnsService& svc, dataplane::NetnsAttacher& attacher,
+                          std::map<std::string, Attached>& attached, std::istringstream& in) {
+  std::string id, path;
+  uint64_t prev = 0;
+  in >> id >> path >> prev;
+  ctrl::NetworkPolicy p;
+  p.set_revision(prev);
+  p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+  std::string spec;
+  while (in >> spec) {
+    auto colon = spec.find(':');
+    if (colon == std::string::npos) return "error: bad resolver " + spec;
+    auto* r = p.add_resolvers();
+    std::string addr = spec.substr(colon + 1);
+    if (auto at = addr.rfind('@'); at != std::string::npos) {
+      r->set_egress_id(addr.substr(at + 1));
+      addr = addr.substr(0, at);
+    }
+    if (spec.substr(0, colon) == "tcp") r->mutable_tcp()->set_address(addr);
+    else r->mutable_udp()->set_address(addr);
+  }
+  dns::DnsListeners listeners;
+  int ns_fd = -1;
+  if (attached.count(id) == 0) {
+    auto ls = attacher.attach(id, path, p, 1);
+    if (!ls.ok()) return "error: attach: " + ls.error().message;
+    auto dns_ls = attacher.take_dns_listeners(id);
+    if (!dns_ls.ok()) return "error: " + dns_ls.error().message;
+    for (auto& fd : dns_ls->dns_udp.v4) listeners.udp.push_back(std::move(fd));
+    for (auto& fd : dns_ls->dns_udp.v6) listeners.udp.push_back(std::move(fd));
+    for (auto& fd : dns_ls->dns_tcp.v4) listeners.tcp.push_back(std::move(fd));
+    for (auto& fd : dns_ls->dns_tcp.v6) listeners.tcp.push_back(std::move(fd));
+    auto ns = netns::NamespaceHandle::open(path);
+    if (!ns.ok()) return "error: " + ns.error().message;
+    attached[id].ns = std::make_unique<netns::NamespaceHandle>(std::move(*ns));
+    ns_fd = attached[id].ns->fd();
+  } else {
+    if (auto st = attacher.update(id, p); !st.ok()) return "error: " + st.error().message;
+  }
+  Status st = svc.apply_workspace(id, ns_fd, p, std::move(listeners));
+  return st.ok() ? "ok" : "error: " + st.error().message;
+}
+
+std::string counters_cmd(dns::DnsService& svc, std::istringstream& in) {
+  std::string id;
+  in >> id;
+  auto s = svc.status(id);
+  if (!s) return "error: no such workspace";
+  const auto& c = s->counters;
+  return "queries " + std::to_string(c.queries) + " answers " + std::to_string(c.answers) + " timeouts " +
+         std::to_string(c.timeouts) + " failovers " + std::to_string(c.failovers) + " inflight " +
+         std::to_string(s->in_flight);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> allowed;
+  dns::DnsServiceOptions opts;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--allow") allowed.push_back(v);
+    else if (k == "--attempt-timeout-ms") opts.workspace.attempt_timeout = std::chrono::milliseconds(std::stoul(v));
+    else if (k == "--max-in-flight") opts.workspace.max_in_flight = std::stoul(v);
+    else {
+      std::cerr << "unknown flag " << k << "\n";
+      return 2;
+    }
+  }
+  auto addr_policy = policy::EndpointAddressPolicy::from_strings(allowed);
+  if (!addr_policy.ok()) {
+    std::cout << "error: " << addr_policy.error().message << std::endl;
+    return 1;
+  }
+  auto resolve = [](const std::string& host, dns::ResolveCallback cb) {
+    std::thread([host, cb] { cb(policy::resolve_host(host, policy::ResolverOptions{})); }).detach();
+  };
+  auto svc = dns::DnsService::start(opts, *addr_policy, resolve);
+  if (!svc.ok()) {
+    std::cout << "error: " << svc.error().message << std::endl;
+    return 1;
+  }
+  dataplane::NetnsAttacher attacher;
+  std::map<std::string, Attached> attached;
+  std::cout << "ready" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    std::string out;
+    if (cmd == "egress") out = egress_cmd(**svc, in);
+    else if (cmd == "delete-egress") {
+      std::string id;
+      in >> id;
+      (*svc)->delete_egress(id);
+      out = "ok";
+    } else if (cmd == "workspace") out = workspace_cmd(**svc, attacher, attached, in);
+    else if (cmd == "delete-workspace") {
+      std::string id;
+      in >> id;
+      (*svc)->remove_workspace(id);
+      attacher.detach(id);
+      attached.erase(id);
+      out = "ok";
+    } else if (cmd == "status") {
+      std::string id;
+      in >> id;
+      auto s = (*svc)->status(id);
+      out = s ? dns::describe_dns_status(*s) : "error: no such workspace";
+    } else if (cmd == "counters") out = counters_cmd(**svc, in);
+    else if (cmd == "quit") break;
+    else if (cmd.empty()) continue;
+    else out = "error: unknown command " + cmd;
+    std::cout << out << std::endl;
+  }
+  svc->reset();
+  for (auto& [id, a] : attached) attacher.detach(id);
+  return 0;
+}
