@@ -116,10 +116,15 @@ class Bench:
         return chosen
 
     # -- modes ---------------------------------------------------------------------------
-    def run_mode(self, name):
+    def run_mode(self, name, run_index):
+        """One run of every figure through one mode, set up fresh (the relay's RSS is read
+        before anything else). A mode that is not available in the first run is skipped
+        in the later ones."""
         label, kind, threads = MODES[name]
-        entry = {"label": label, "kind": kind, "available": False, "metrics": {}, "raw": {}}
-        self.results["modes"][name] = entry
+        entry = self.results["modes"].setdefault(name, {"label": label, "kind": kind, "available": False,
+                                                        "samples": {}, "raw": {}})
+        if run_index > 0 and not entry["available"]:
+            return
         relay_pid, cleanup, agent = None, None, None
         try:
             if kind == "peer":
@@ -127,7 +132,7 @@ class Bench:
                                           splice=(name == "redsocks-splice"))
                 relay_pid, cleanup = rs.pid, (lambda: peers.stop_redsocks(self.lab, rs))
             elif kind.startswith("kibotos"):
-                agent, why = self.start_agent(name, kind, threads)
+                agent, why = self.start_agent(name, kind, threads, run_index)
                 if agent is None:
                     entry["reason"] = why
                     log(f"{name}: not available: {why}")
@@ -144,7 +149,7 @@ class Bench:
                 log(f"{name}: not available: {entry['reason']}")
                 return
             entry["available"] = True
-            log(f"{name}: measuring")
+            log(f"{name}: run {run_index + 1}/{self.p['runs']}")
             self.measure_all(name, entry, relay_pid, agent)
         except OutOfTime:
             entry.setdefault("reason", "the run's time bound was reached")
@@ -156,11 +161,11 @@ class Bench:
             if cleanup:
                 cleanup()
 
-    def start_agent(self, name, kind, threads):
+    def start_agent(self, name, kind, threads, run_index):
         binary = self.args.agent
         if not binary or not os.access(binary, os.X_OK):
             return None, f"kibotos-agent binary not found ({binary})"
-        agent = kibotos.Agent(self.lab, binary, self.workdir, name, threads)
+        agent = kibotos.Agent(self.lab, binary, self.workdir, f"{name}-{run_index}", threads)
         try:
             agent.start()
             if kind == "kibotos-tls":
@@ -177,7 +182,7 @@ class Bench:
             return None, f"{type(e).__name__}: {e}" + (f"; agent log: {tail}" if tail else "")
 
     def measure_all(self, name, entry, relay_pid, agent):
-        self.fig, self.raw = {}, entry["raw"]
+        self.fig, self.raw = entry["samples"], entry["raw"]
         pids = [relay_pid] if relay_pid else None
         fams = self.args.families
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
@@ -192,7 +197,6 @@ class Bench:
             self.measure_dns(None, L.INET_IP, "direct", keys=("dns_direct",))
         elif "dns" in fams and name == "kibotos-1t":
             self.measure_agent_dns(agent)
-        entry["metrics"] = {k: s for k, v in self.fig.items() if (s := report.summarize(v))}
 
     def add(self, key, value):
         self.fig.setdefault(key, []).append(value)
@@ -204,58 +208,52 @@ class Bench:
         # them, so without it the first relay measured would pay the SOCKS server's growth.
         self.check_time()
         measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
-        for _ in range(p["runs"]):
-            self.check_time()
-            r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90,
-                             rss_base=rss_fresh)
-            self.raw.setdefault("hold", []).append(r)
-            for k in ("sys_kib_per_conn", "lab_kib_per_conn", "tcp_mem_kib_per_conn"):
+        self.check_time()
+        r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90, rss_base=rss_fresh)
+        self.raw.setdefault("hold", []).append(r)
+        for k in ("sys_kib_per_conn", "lab_kib_per_conn", "tcp_mem_kib_per_conn"):
+            self.add(k, r[k])
+        self.add("hold_errors", r["errors"])
+        if relay_pid:
+            for k in ("rss_idle_kib", "rss_kib_per_conn", "fd_leak"):
                 self.add(k, r[k])
-            self.add("hold_errors", r["errors"])
-            if relay_pid:
-                for k in ("rss_idle_kib", "rss_kib_per_conn", "fd_leak"):
-                    self.add(k, r[k])
 
     def measure_throughput(self, pids):
         p = self.p
-        for _ in range(p["runs"]):
-            for v in p["variants"]:
-                self.check_time()
-                streams, direction = v.split("_")
-                r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids)
-                self.raw.setdefault(f"iperf_{v}", []).append(r)
-                self.add(f"tput_{v}", r["gbps"])
-                if pids:
-                    self.add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
+        for v in p["variants"]:
+            self.check_time()
+            streams, direction = v.split("_")
+            r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids)
+            self.raw.setdefault(f"iperf_{v}", []).append(r)
+            self.add(f"tput_{v}", r["gbps"])
+            if pids:
+                self.add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
 
     def measure_connections(self, pids):
         p = self.p
-        for _ in range(p["runs"]):
-            self.check_time()
-            r = measure.wrk(self.lab, p["wrk_seconds"], p["wrk_conns"], pids)
-            self.raw.setdefault("wrk", []).append(r)
-            self.add("conn_per_s", r["conn_per_s"])
-            self.add("conn_errors", r["errors"])
-            if pids:
-                self.add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])  # µs/conn == ms/1,000 conns
+        self.check_time()
+        r = measure.wrk(self.lab, p["wrk_seconds"], p["wrk_conns"], pids)
+        self.raw.setdefault("wrk", []).append(r)
+        self.add("conn_per_s", r["conn_per_s"])
+        self.add("conn_errors", r["errors"])
+        if pids:
+            self.add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])  # µs/conn == ms/1,000 conns
 
     def measure_latency(self, pids):
-        for _ in range(self.p["runs"]):
-            self.check_time()
-            r = measure.latency(self.lab, self.tools, self.p["lat_n"], pids)
-            self.raw.setdefault("latency", []).append(r)
-            self.add("lat_p50_us", r["p50_us"])
-            self.add("lat_p99_us", r["p99_us"])
-            self.add("lat_errors", r["errors"])
+        self.check_time()
+        r = measure.latency(self.lab, self.tools, self.p["lat_n"], pids)
+        self.raw.setdefault("latency", []).append(r)
+        self.add("lat_p50_us", r["p50_us"])
+        self.add("lat_p99_us", r["p99_us"])
+        self.add("lat_errors", r["errors"])
 
     def measure_dns(self, pids, server, how, keys):
-        for _ in range(self.p["runs"]):
-            self.check_time()
-            r = measure.dns(self.lab, self.tools, server, self.p["dns_n"], self.p["dns_window"], pids)
-            self.raw.setdefault(f"dns_{how}", []).append(r)
-            for k in keys:
-                self.add(f"{k}_qps", r["qps"])
-                self.add(f"{k}_p99_us", r["p99_us"])
+        self.check_time()
+        r = measure.dns(self.lab, self.tools, server, self.p["dns_n"], self.p["dns_window"], pids)
+        self.raw.setdefault(f"dns_{how}", []).append(r)
+        for k in keys:
+            self.add(f"{k}_qps", r["qps"])
+            self.add(f"{k}_p99_us", r["p99_us"])
 
     def measure_agent_dns(self, agent):
         dante = f"{L.SOCKS_AGENT_IP}:{peers.SOCKS_PORTS['dante']}"
@@ -310,18 +308,23 @@ class Bench:
         self.certs = peers.make_certs(self.workdir)
         peers.start_stunnel(self.lab, self.workdir, self.certs, self.socks_port)
         try:
-            for name in self.args.modes:
-                self.check_time()
-                self.run_mode(name)
+            # Runs are interleaved (run 1 of every mode, then run 2, ...) so that a change
+            # in the machine's background load spreads over all modes alike.
+            for run_index in range(self.p["runs"]):
+                for name in self.args.modes:
+                    self.check_time()
+                    self.run_mode(name, run_index)
         except OutOfTime:
             log("time bound reached: the remaining figures are not measured")
-            self.results["not_measured"].append("the run reached its time bound before: "
-                                                + ", ".join(m for m in self.args.modes
-                                                            if m not in self.results["modes"]))
+            self.results["not_measured"].append(
+                f"the run reached its time bound of {self.p['max_minutes']} minutes during run "
+                f"{run_index + 1} of {self.p['runs']}: some figures have fewer runs (see 'runs' in "
+                "results.json)")
         for name in self.args.modes:
             m = self.results["modes"].setdefault(name, {"label": MODES[name][0], "kind": MODES[name][1],
-                                                        "available": False, "metrics": {},
+                                                        "available": False, "samples": {},
                                                         "reason": "not run (time bound)"})
+            m["metrics"] = {k: s for k, v in m.pop("samples").items() if (s := report.summarize(v))}
             if not m["available"]:
                 self.results["not_measured"].append(f"{m['label']}: not available: {m.get('reason', '')[:300]}")
         if "kibotos-1t" not in self.results["modes"] or not self.results["modes"]["kibotos-1t"]["available"]:

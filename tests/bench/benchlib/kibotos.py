@@ -130,7 +130,7 @@ dataplane:
             "expectedRevision": str(self.revision), "networkPolicy": policy, "drainSeconds": 0})
         self.revision = int(r["workspace"]["networkPolicy"]["revision"])
 
-    def wait_applied(self, timeout=10.0):
+    def wait_applied(self, timeout=5.0):
         """Polls network_policy_status.applied_revision up to the current revision."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -133,11 +133,11 @@ def notes_section(results):
         "Other work on the machine moves the MemAvailable figure most (it is machine-wide); "
         "the 'lab RSS + kernel' row (RSS of every process in the lab's namespaces plus "
         "kernel slab, stacks and page tables) is the steadier estimate of the same cost.",
-        "- Each mode's memory is measured first, right after it starts, after one unmeasured "
-        "hold (dante forks helper processes as load grows and keeps them); the relay's RSS "
-        "per connection is counted from its RSS when fresh.",
-        "- The relays are measured one after another (all runs of one mode, then the next), "
-        "in the column order of the table.",
+        "- In each run, memory is measured first, right after the relay starts, after one "
+        "unmeasured hold (dante forks helper processes as load grows and keeps them); the "
+        "relay's RSS per connection is counted from its RSS when fresh.",
+        "- Runs are interleaved: run 1 of every mode in the column order of the table, then "
+        "run 2, and so on; each run starts its relay afresh.",
     ]
     return "\n".join(lines)
 
