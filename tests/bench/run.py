@@ -9,6 +9,7 @@ modes) and kibotos-agent (SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside 
 See docs/bench/README.md for what each figure means.
 """
 import argparse
+import json
 import os
 import platform
 import resource
@@ -290,9 +291,20 @@ class Bench:
                 "dirty": bool(sh("git status --porcelain -- agent uring netns tests/bench")),
                 "kernel": platform.release(), "nproc": os.cpu_count(), "cpu_model": model,
                 "mem_total_gib": mem / 1048576, "load_start": " ".join(open("/proc/loadavg").read().split()[:3]),
-                "profile": self.args.profile, "agent": self.args.agent,
+                "profile": self.args.profile, "agent": self.args.agent, "agent_build": self.agent_build(),
                 **{k: v for k, v in self.p.items() if k != "variants"},
                 "variants": list(self.p["variants"])}
+
+    def agent_build(self):
+        """How the agent binary was built, from its meson build dir (when it has one)."""
+        info = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(self.args.agent))),
+                            "meson-info", "intro-buildoptions.json")
+        try:
+            with open(info) as f:
+                opts = {o["name"]: o["value"] for o in json.load(f)}
+            return f"buildtype {opts.get('buildtype')}, sanitizers {opts.get('b_sanitize') or 'none'}"
+        except (OSError, ValueError, KeyError):
+            return "unknown build"
 
     def run(self):
         t0 = time.monotonic()

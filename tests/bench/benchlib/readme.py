@@ -11,8 +11,10 @@ sudo packaging/install-deps.sh && meson setup build && ninja -C build
 sudo tests/bench/run.py --full      # < 20 minutes; rewrites docs/bench/
 sudo tests/bench/run.py --smoke     # seconds; writes to a temp dir (CI runs this)
 ```
-Options: `--agent PATH` (default `build/agent/kibotos-agent`, or
-`$KIBOTOS_BUILD_ROOT/agent/kibotos-agent`), `--modes routed,redsocks-copy,...`,
+The agent measured is `build/agent/kibotos-agent` (the project's default buildtype is
+debugoptimized; the header above names the build that was measured). Options:
+`--agent PATH` (default `build/agent/kibotos-agent`, or `$KIBOTOS_BUILD_ROOT/agent/kibotos-agent`),
+`--families tput,conns,lat,mem,dns`, `--hold N`, `--modes routed,redsocks-copy,...`,
 `--socks dante|microsocks`, `--runs N`, `--out DIR`, `--keep` (keep configs and logs).
 With `-Dbenchmarks=true`, `meson test --suite bench` runs the smoke profile.
 
