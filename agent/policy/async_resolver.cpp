@@ -12,6 +12,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxServers = 8;
 constexpr size_t kMaxHostName = 253;
+// Dials are capped by the data plane; this bounds the resolver on its own too.
+constexpr size_t kMaxLookups = 4096;
 constexpr size_t kMaxAddresses = 64;  // a hostile zone cannot grow our vectors without bound
 
 Status library_init() {
@@ -144,6 +146,10 @@ void AsyncResolver::resolve(const std::string& host, Callback callback) {
   }
   if (host.empty() || host.size() > kMaxHostName || host.find('\0') != std::string::npos) {
     callback(make_error(Code::invalid_argument, "name resolution: bad host name"));
+    return;
+  }
+  if (lookups_.size() >= kMaxLookups) {
+    callback(make_error(Code::resource_exhausted, "name resolution: too many lookups in flight"));
     return;
   }
   const uint64_t id = next_id_++;

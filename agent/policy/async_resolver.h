@@ -33,7 +33,8 @@ class AsyncResolver {
     bool write = false;
   };
   // Told whenever c-ares opens, changes or closes a socket (read = write = false:
-  // stop watching fd; it is about to be closed).
+  // stop watching fd; it is about to be closed). It may also run from the
+  // destructor.
   using SocketStateHook = std::function<void(const SocketInterest&)>;
 
   // options.servers as in resolve_host; options.timeout bounds each lookup.
@@ -44,7 +45,8 @@ class AsyncResolver {
 
   // Starts a lookup of A and AAAA records. The callback runs exactly once, from
   // inside resolve() (IP literals, /etc/hosts, immediate failures), process_fd() or
-  // process_timeouts(); it must not destroy the resolver.
+  // process_timeouts(); it must not destroy the resolver. At most 4096 lookups are in
+  // flight per resolver (resource_exhausted beyond).
   void resolve(const std::string& host, Callback callback);
 
   // The sockets c-ares wants watched now.

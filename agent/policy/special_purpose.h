@@ -1,7 +1,8 @@
 #pragma once
 // The IANA IPv4 and IPv6 special-purpose address registries (RFC 6890 and
 // successors) as one table, and the check every Egress endpoint address passes: at
-// create/update time and again on every dial.
+// create/update time and again on every dial. The table, its sources and why every
+// entry (even "globally reachable" ones) is refused: special_purpose.cpp.
 #include <optional>
 #include <string>
 #include <vector>
