@@ -133,21 +133,16 @@ class Bench:
                                           splice=(name == "redsocks-splice"))
                 relay_pid, cleanup = rs.pid, (lambda: peers.stop_redsocks(self.lab, rs))
             elif kind.startswith("kibotos"):
-                agent, why = self.start_agent(name, kind, threads, run_index)
+                agent, why = self.start_kibotos(name, kind, threads, run_index, entry)
                 if agent is None:
                     entry["reason"] = why
                     log(f"{name}: not available: {why}")
                     return
                 relay_pid, cleanup = agent.pid, agent.stop
-            want = L.GUEST_IP if kind == "routed" else L.SOCKS_INET_IP
-            seen = measure.seen_from(self.lab, self.tools)
-            if seen != want or not measure.reachable(self.lab, self.tools):
-                entry["reason"] = (f"connections did not go through it: the server saw them from "
-                                   f"{seen or 'nowhere'}, expected {want}")
-                if agent:
-                    entry["reason"] += (f"; workspace status: {agent.status()}; agent log: "
-                                        f"{agent.log_tail(300) or '(empty)'}")
-                log(f"{name}: not available: {entry['reason']}")
+            why = self.not_through(kind)
+            if why:
+                entry["reason"] = why
+                log(f"{name}: not available: {why}")
                 return
             entry["available"] = True
             log(f"{name}: run {run_index + 1}/{self.p['runs']}")
@@ -162,11 +157,42 @@ class Bench:
             if cleanup:
                 cleanup()
 
-    def start_agent(self, name, kind, threads, run_index):
-        binary = self.args.agent
+    def not_through(self, kind):
+        """Why connections do not go through this mode's relay (None when they do): the
+        server sees a relayed connection come from the SOCKS server, not the guest."""
+        want = L.GUEST_IP if kind == "routed" else L.SOCKS_INET_IP
+        seen = measure.seen_from(self.lab, self.tools)
+        if seen == want and measure.reachable(self.lab, self.tools):
+            return None
+        return f"connections did not go through it: the server saw them from {seen or 'nowhere'}, expected {want}"
+
+    def start_kibotos(self, name, kind, threads, run_index, entry):
+        """The daemon (kibotos-agent) first; when it does not relay (yet) and --driver is
+        auto, the same data plane through relay_harness. The first run's choice holds."""
+        drivers = [entry["driver"]] if entry.get("driver") else (
+            ["agent", "harness"] if self.args.driver == "auto" else [self.args.driver])
+        reasons = []
+        for driver in drivers:
+            agent, why = self.start_agent(name, kind, threads, run_index, driver)
+            if agent is not None:
+                why = self.not_through(kind)
+                if why is None:
+                    if driver == "harness" and not entry.get("driver"):
+                        entry["label"] += " ‡"
+                        entry["driver_note"] = "; ".join(reasons)
+                    entry["driver"] = driver
+                    return agent, None
+                why += f"; status: {agent.status()}; log: {agent.log_tail(200) or '(empty)'}"
+                agent.stop()
+            reasons.append(f"{driver}: {why}")
+        return None, "; ".join(reasons)
+
+    def start_agent(self, name, kind, threads, run_index, driver="agent"):
+        binary = self.args.agent if driver == "agent" else self.args.harness
         if not binary or not os.access(binary, os.X_OK):
-            return None, f"kibotos-agent binary not found ({binary})"
-        agent = kibotos.Agent(self.lab, binary, self.workdir, f"{name}-{run_index}", threads)
+            return None, f"binary not found ({binary})"
+        cls = kibotos.Agent if driver == "agent" else kibotos.Harness
+        agent = cls(self.lab, binary, self.workdir, f"{name}-{run_index}-{driver}", threads)
         try:
             agent.start()
             if kind == "kibotos-tls":
@@ -369,6 +395,11 @@ def default_agent():
     return os.path.join(build, "agent", "kibotos-agent")
 
 
+def default_harness():
+    build = os.environ.get("KIBOTOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+    return os.path.join(build, "tests", "integration", "dataplane", "relay_harness")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group()
@@ -379,6 +410,11 @@ def parse_args(argv):
     ap.set_defaults(profile="full")
     ap.add_argument("--out", help="output dir (default: docs/bench for --full, a temp dir for --smoke)")
     ap.add_argument("--agent", default=default_agent(), help="kibotos-agent binary (default: %(default)s)")
+    ap.add_argument("--harness", default=default_harness(),
+                    help="relay_harness binary, the data plane without the daemon (default: %(default)s)")
+    ap.add_argument("--driver", choices=("auto", "agent", "harness"), default="auto",
+                    help="what runs kibotos' data plane: the daemon, relay_harness, or the daemon "
+                         "and, if it does not relay, relay_harness (default)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help="comma-separated subset of: " + ", ".join(MODES))
     ap.add_argument("--families", default="tput,conns,lat,mem,dns",

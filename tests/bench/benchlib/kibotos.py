@@ -3,6 +3,7 @@ namespace, an Egress and a Workspace created over its Unix socket with Connect J
 import http.client
 import json
 import os
+import select
 import socket
 import subprocess
 import time
@@ -163,6 +164,105 @@ dataplane:
             pass
         self.lab.stop(self.proc, grace=5.0)
         self.proc = None
-        self.lab.sh(self.lab.ws, "nft flush ruleset", check=False)
-        self.lab.sh(self.lab.ws, "ip rule flush; ip rule add from all lookup main pref 32766;"
-                    " ip rule add from all lookup default pref 32767", check=False)
+        self._flush_ws(self.lab)
+
+    @staticmethod
+    def _flush_ws(lab):
+        lab.sh(lab.ws, "nft flush ruleset", check=False)
+        lab.sh(lab.ws, "ip rule flush; ip rule add from all lookup main pref 32766;"
+               " ip rule add from all lookup default pref 32767", check=False)
+
+
+class Harness:
+    """The same data plane without the daemon: tests/integration/dataplane/relay_harness
+    (the real DataplaneRuntime and netns attachment, commanded line by line on stdin).
+    Used when the daemon does not relay yet; it has no DNS resolvers."""
+
+    def __init__(self, lab, binary, workdir, name, threads):
+        self.lab, self.binary, self.threads = lab, binary, threads
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.log = os.path.join(self.dir, "harness.log")
+        self.proc = None
+        self.seq = 0
+        self.workspace_id = None
+        self.revision = 0
+
+    def start(self, timeout=15.0):
+        argv = [self.binary, "--allow", L.LAB_CIDR, "--threads", str(self.threads),
+                "--max-connections", "100000", "--max-per-workspace", "50000"]
+        self.proc = self.lab.spawn(self.lab.agent, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=open(self.log, "w"), text=True, bufsize=1)
+        line = self._readline(timeout)
+        if line != "ready":
+            raise RuntimeError(f"relay_harness: {line!r} {self.log_tail()}")
+
+    def _readline(self, timeout):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise RuntimeError("relay_harness did not answer")
+        return self.proc.stdout.readline().strip()
+
+    def cmd(self, line, timeout=10.0):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        out = self._readline(timeout)
+        if out.startswith("error"):
+            raise ConnectError(f"relay_harness {line.split()[0]}: {out}")
+        return out
+
+    def log_tail(self, n=600):
+        return Agent.log_tail(self, n)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def create_egress(self, address, tls_ca=None, udp=False):
+        self.seq += 1
+        eid = f"e{self.seq}"
+        opts = f" tls sni={peers.TLS_NAME} ca={tls_ca}" if tls_ca else ""
+        self.cmd(f"egress {eid} 1 0 {address}{opts}")
+        return eid
+
+    @staticmethod
+    def policy(egress_id, resolver=None):
+        return Agent.policy(egress_id, resolver)
+
+    def create_workspace(self, egress_id):
+        self.workspace_id, self.revision = "ws1", 1
+        self.cmd(f"workspace ws1 /run/netns/{self.lab.ws} 0 1 {egress_id}={L.INET_IP}/32")
+        return self.workspace_id
+
+    def update_policy(self, policy):
+        raise NotImplementedError("relay_harness takes no DNS resolvers")
+
+    def wait_applied(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = json.loads(self.cmd(f"status {self.workspace_id}"))
+            if int(st.get("applied_revision", 0)) >= self.revision:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def status(self):
+        try:
+            return self.cmd(f"status {self.workspace_id}")[:300]
+        except (OSError, RuntimeError) as e:
+            return f"unknown ({e})"
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            if self.workspace_id and self.proc.poll() is None:
+                self.cmd(f"delete-workspace {self.workspace_id}")
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.flush()
+                self.proc.wait(10)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired):
+            pass
+        self.lab.stop(self.proc, grace=5.0)
+        self.proc = None
+        Agent._flush_ws(self.lab)

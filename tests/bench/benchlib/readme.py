@@ -124,6 +124,15 @@ def notes_section(results):
             "6: it adds two pipes), so at most about (limit − 1,000) / 2 fit in one process. "
             "The 10,000-connection target cannot be shown on this machine as configured; where "
             "a relay could not hold them all, the 'not established' row says how many failed.")
+    harnessed = [v for v in results["modes"].values() if v.get("driver") == "harness"]
+    if harnessed:
+        lines.append(
+            "- ‡ " + ", ".join(v["label"] for v in harnessed) + ": measured through "
+            "`tests/integration/dataplane/relay_harness`, the agent's real data plane "
+            "(DataplaneRuntime, netns attachment, io_uring loops) commanded on stdin, without "
+            "the daemon, because the daemon did not relay in this run ("
+            + harnessed[0].get("driver_note", "")[:300] + "). The relay process measured is "
+            "relay_harness; DNS resolvers cannot be set through it.")
     routed = results["modes"].get("routed", {}).get("metrics", {})
     if "lat_p50_us" in routed:
         lines.append(f"- Latency client floor (the routed path: client, two forwarding hops, server): "
