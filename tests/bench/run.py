@@ -213,7 +213,7 @@ class Bench:
         pids = [relay_pid] if relay_pid else None
         fams = self.args.families
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
-            self.measure_memory(relay_pid)
+            self.measure_memory(relay_pid, warm_up=not entry["raw"].get("hold"))
         if "tput" in fams:
             self.measure_throughput(pids)
         if "conns" in fams:
@@ -228,13 +228,15 @@ class Bench:
     def add(self, key, value):
         self.fig.setdefault(key, []).append(value)
 
-    def measure_memory(self, relay_pid):
+    def measure_memory(self, relay_pid, warm_up):
         p = self.p
         rss_fresh = peers.rss_kib(relay_pid) if relay_pid else None
-        # One unmeasured hold first: dante forks helper processes as load grows and keeps
-        # them, so without it the first relay measured would pay the SOCKS server's growth.
-        self.check_time()
-        measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
+        # One unmeasured hold in each mode's first run: dante forks helper processes as
+        # load grows and keeps them, so without it the first relay measured would pay the
+        # SOCKS server's growth.
+        if warm_up:
+            self.check_time()
+            measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
         self.check_time()
         r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90, rss_base=rss_fresh)
         self.raw.setdefault("hold", []).append(r)

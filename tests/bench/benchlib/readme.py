@@ -144,9 +144,9 @@ def notes_section(results):
         "Other work on the machine moves the MemAvailable figure most (it is machine-wide); "
         "the 'lab RSS + kernel' row (RSS of every process in the lab's namespaces plus "
         "kernel slab, stacks and page tables) is the steadier estimate of the same cost.",
-        "- In each run, memory is measured first, right after the relay starts, after one "
-        "unmeasured hold (dante forks helper processes as load grows and keeps them); the "
-        "relay's RSS per connection is counted from its RSS when fresh.",
+        "- In each run, memory is measured first, right after the relay starts (in a mode's "
+        "first run, after one unmeasured hold: dante forks helper processes as load grows "
+        "and keeps them); the relay's RSS per connection is counted from its RSS when fresh.",
         "- Runs are interleaved: run 1 of every mode in the column order of the table, then "
         "run 2, and so on; each run starts its relay afresh.",
     ]
