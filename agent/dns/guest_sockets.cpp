@@ -42,6 +42,11 @@ void GuestSocket::op_done(unsigned tag) {
 
 GuestPtr<GuestUdpListener> GuestUdpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
                                                    size_t* live) {
+  // A guest may fire a burst of queries (a browser, a resolver warming up): room for
+  // about a thousand before the kernel drops any.
+  int bytes = 4 << 20;
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+    (void)setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
   GuestPtr<GuestUdpListener> l(new GuestUdpListener(loop, events, std::move(fd), live));
   l->arm();
   return l;

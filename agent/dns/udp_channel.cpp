@@ -62,6 +62,10 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   Status open_socket(const SocketAddress& peer) {
     fd_ = ::socket(peer.ip.family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) return errno_error("DNS upstream socket", errno, Code::unavailable);
+    // Answers to a burst of queries arrive together.
+    int bytes = 4 << 20;
+    if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+      (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
     sockaddr_storage ss;
     const socklen_t len = peer.to_sockaddr(ss);
     // Connected: the kernel drops datagrams from any other source, and an ICMP
