@@ -57,10 +57,8 @@ DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& atta
   worker_opts_.max_connections_per_workspace = config.dataplane.max_connections_per_workspace;
   worker_opts_.total_connections = &total_connections_;
   worker_opts_.address_policy = &address_policy_;
-  policy::ResolverOptions ro;
-  ro.servers = config.egress.resolvers;
-  ro.timeout = config.egress.resolve_timeout;
-  resolver_ = std::make_unique<BlockingResolver>(ro, 2, 4096);
+  worker_opts_.resolver.servers = config.egress.resolvers;
+  worker_opts_.resolver.timeout = config.egress.resolve_timeout;
 }
 
 DataplaneRuntime::~DataplaneRuntime() {
@@ -71,7 +69,6 @@ DataplaneRuntime::~DataplaneRuntime() {
     for (auto& [id, e] : workspaces_) ids.push_back(id);
   }
   for (auto& id : ids) attacher_.detach(id);
-  resolver_.reset();
 }
 
 void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) {
@@ -215,8 +212,5 @@ void DataplaneRuntime::ack_policy(unsigned worker, const std::string& workspace_
     it->second.acked[worker] = std::max(it->second.acked[worker], revision);
 }
 
-void DataplaneRuntime::resolve(const std::string& host, ResolveCallback cb) {
-  resolver_->resolve(host, std::move(cb));
-}
 
 }  // namespace kib::dataplane

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "agent/config/config.h"
-#include "agent/dataplane/blocking_resolver.h"
 #include "agent/dataplane/worker.h"
 #include "agent/dataplane/workspace_attacher.h"
 #include "agent/runtime/runtime.h"
@@ -38,7 +37,6 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   DataplaneRuntime(const Config& config, WorkspaceAttacher& attacher, policy::EndpointAddressPolicy addr);
   void ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) override;
   void ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) override;
-  void resolve(const std::string& host, ResolveCallback cb) override;
 
   struct WorkspaceEntry {
     ctrl::NetworkPolicy policy;
@@ -51,7 +49,6 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   policy::EndpointAddressPolicy address_policy_;
   std::atomic<int64_t> total_connections_{0};
   WorkerOptions worker_opts_;
-  std::unique_ptr<BlockingResolver> resolver_;
   std::vector<std::unique_ptr<Worker>> workers_;
 
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker

@@ -95,6 +95,14 @@ Status Worker::start() {
       return;
     }
     loop_ = std::move(l.value());
+    auto r = LoopResolver::create(*loop_, opts_.resolver);
+    if (!r.ok()) {
+      loop_.reset();
+      ready.set_value(std::move(r).error());
+      return;
+    }
+    resolver_ = std::move(r.value());
+    resolver_polls_ = resolver_->polls_in_flight();
     ready.set_value(Status{});
     thread_main();
   });
@@ -106,7 +114,11 @@ Status Worker::start() {
 }
 
 void Worker::thread_main() {
-  loop_->run([this] { return workspaces_.empty() && retired_.empty(); });
+  loop_->run([this] {
+    if (!workspaces_.empty() || !retired_.empty()) return false;
+    resolver_.reset();  // orphans its polls; wait for their CQEs
+    return *resolver_polls_ == 0;
+  });
   egresses_.clear();
 }
 
@@ -271,12 +283,12 @@ void Worker::drain(relay::RelayConnection& c, uint32_t drain_seconds) {
 }
 
 void Worker::resolve(relay::RelayConnection& c, const std::string& host) {
-  uring::Loop* loop = loop_.get();
-  relay::RelayConnection* conn = &c;  // alive until on_resolved: the resolve counts as in flight
-  host_.resolve(host, [loop, conn](Result<std::vector<policy::IpAddress>> r) {
-    auto shared = std::make_shared<Result<std::vector<policy::IpAddress>>>(std::move(r));
-    loop->post([conn, shared] { conn->on_resolved(std::move(*shared)); });
-  });
+  relay::RelayConnection* conn = &c;  // alive until on_resolved: the lookup counts as in flight
+  if (!resolver_) return conn->on_resolved(Error{Code::unavailable, "resolver stopped"});
+  // Limits on what guests control: lookups pending on this loop.
+  if (resolver_->pending() >= opts_.max_pending_lookups)
+    return conn->on_resolved(Error{Code::resource_exhausted, "too many endpoint lookups pending"});
+  resolver_->resolve(host, [conn](Result<std::vector<policy::IpAddress>> r) { conn->on_resolved(std::move(r)); });
 }
 
 Status Worker::check_address(const policy::IpAddress& a) { return opts_.address_policy->check(a); }

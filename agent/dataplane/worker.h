@@ -13,6 +13,7 @@
 
 #include "agent/common/unique_fd.h"
 #include "agent/dataplane/dataplane_stats.h"
+#include "agent/dataplane/loop_resolver.h"
 #include "agent/policy/route_matcher.h"
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/relay_connection.h"
@@ -29,15 +30,11 @@ struct WorkspacePlan {
 };
 using WorkspacePlanPtr = std::shared_ptr<const WorkspacePlan>;
 
-using ResolveCallback = std::function<void(Result<std::vector<policy::IpAddress>>)>;
-
 // The runtime, as seen by its workers. Thread-safe.
 class WorkerHost {
  public:
   virtual void ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) = 0;
   virtual void ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) = 0;
-  // Resolves host off the loop; cb runs on any thread (the worker posts it back).
-  virtual void resolve(const std::string& host, ResolveCallback cb) = 0;
 
  protected:
   ~WorkerHost() = default;
@@ -50,6 +47,8 @@ struct WorkerOptions {
   uint32_t max_connections_per_workspace = 20000;
   std::atomic<int64_t>* total_connections = nullptr;  // shared by all workers
   const policy::EndpointAddressPolicy* address_policy = nullptr;
+  policy::ResolverOptions resolver;
+  size_t max_pending_lookups = 4096;  // per loop
 };
 
 class Worker final : private relay::ConnectionObserver {
@@ -92,6 +91,8 @@ class Worker final : private relay::ConnectionObserver {
   WorkerOptions opts_;
   std::thread thread_;
   std::unique_ptr<uring::Loop> loop_;
+  std::unique_ptr<LoopResolver> resolver_;
+  std::shared_ptr<const size_t> resolver_polls_;
   // Loop-thread state.
   std::unordered_map<std::string, relay::DialTargetPtr> egresses_;
   std::unordered_map<std::string, std::unique_ptr<LoopWorkspace>> workspaces_;
