@@ -158,3 +158,64 @@ TEST_CASE("async resolver: destroying it with lookups pending runs their callbac
   CHECK(calls == 1);
   CHECK(failed);
 }
+
+namespace {
+// Runs the resolver's loop until c-ares holds no lookup (or the bound passes).
+void drive_until_idle(AsyncResolver& r, std::chrono::milliseconds bound) {
+  const auto end = Clock::now() + bound;
+  while (r.next_timeout().has_value() && Clock::now() < end) {
+    std::vector<pollfd> fds;
+    for (const auto& s : r.sockets()) fds.push_back({s.fd, static_cast<short>(s.read ? POLLIN : 0), 0});
+    if (poll(fds.data(), fds.size(), static_cast<int>(r.next_timeout()->count())) <= 0) {
+      r.process_timeouts();
+      continue;
+    }
+    for (const auto& p : fds)
+      if (p.revents != 0) r.process_fd(p.fd, -1);
+  }
+}
+}  // namespace
+
+TEST_CASE("async resolver: a lookup past its timeout reports empty once, even when c-ares finishes later") {
+  LoopbackUdp silent;
+  ResolverOptions o;
+  o.servers = {silent.server()};
+  o.timeout = std::chrono::milliseconds(200);
+  auto made = AsyncResolver::create(o);
+  REQUIRE(made.ok());
+  int calls = 0;
+  bool empty = false;
+  const auto start = Clock::now();
+  std::chrono::steady_clock::duration took{};
+  (*made)->resolve("egress.test", [&](kib::Result<std::vector<IpAddress>> x) {
+    ++calls;
+    empty = x.ok() && x->empty();
+    took = Clock::now() - start;
+  });
+  drive_until_idle(**made, std::chrono::seconds(5));
+  CHECK(!(*made)->next_timeout().has_value());
+  CHECK(calls == 1);
+  CHECK(empty);
+  CHECK(took >= std::chrono::milliseconds(180));
+  CHECK(took < std::chrono::milliseconds(800));
+  CHECK((*made)->pending() == 0);
+}
+
+TEST_CASE("async resolver: lookups in flight are capped") {
+  LoopbackUdp silent;
+  ResolverOptions o;
+  o.servers = {silent.server()};
+  o.timeout = std::chrono::milliseconds(10000);
+  auto made = AsyncResolver::create(o);
+  REQUIRE(made.ok());
+  int errors = 0, exhausted = 0;
+  for (int i = 0; i < 4097; ++i)
+    (*made)->resolve("n" + std::to_string(i) + ".test", [&](kib::Result<std::vector<IpAddress>> x) {
+      if (!x.ok()) ++errors;
+      if (!x.ok() && x.error().code == kib::Code::resource_exhausted) ++exhausted;
+    });
+  CHECK(exhausted == 1);
+  CHECK((*made)->pending() == 4096);
+  made = kib::make_error(kib::Code::canceled, "drop");  // destroys the resolver: every lookup ends once
+  CHECK(errors == 4097);
+}
