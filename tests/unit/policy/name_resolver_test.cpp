@@ -84,7 +84,7 @@ TEST_CASE("resolver: a server that never answers ends in an empty result within 
   REQUIRE(r.ok());
   CHECK(r->empty());
   CHECK(took >= std::chrono::milliseconds(350));
-  CHECK(took < std::chrono::milliseconds(1000));
+  CHECK(took < std::chrono::milliseconds(2000));  // generous: CI runs loaded, under ASan
 }
 
 TEST_CASE("resolver: bad server strings are invalid_argument") {
@@ -197,7 +197,7 @@ TEST_CASE("async resolver: a lookup past its timeout reports empty once, even wh
   CHECK(calls == 1);
   CHECK(empty);
   CHECK(took >= std::chrono::milliseconds(180));
-  CHECK(took < std::chrono::milliseconds(800));
+  CHECK(took < std::chrono::milliseconds(1500));  // generous: CI runs loaded, under ASan
   CHECK((*made)->pending() == 0);
 }
 
