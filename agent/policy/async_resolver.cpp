@@ -93,6 +93,13 @@ Result<std::vector<IpAddress>> to_result(int status, const ares_addrinfo* info) 
 
 }  // namespace
 
+Status validate_resolver_options(const ResolverOptions& options) {
+  if (options.timeout.count() <= 0) return make_error(Code::invalid_argument, "resolver timeout must be positive");
+  auto csv = servers_csv(options.servers);
+  if (!csv.ok()) return std::move(csv).error();
+  return {};
+}
+
 struct AsyncResolver::Lookup {
   AsyncResolver* owner = nullptr;
   uint64_t id = 0;
@@ -105,7 +112,7 @@ AsyncResolver::AsyncResolver(std::chrono::milliseconds timeout, SocketStateHook 
 
 Result<std::unique_ptr<AsyncResolver>> AsyncResolver::create(const ResolverOptions& options, SocketStateHook hook) {
   KIB_TRY(library_init());
-  if (options.timeout.count() <= 0) return make_error(Code::invalid_argument, "resolver timeout must be positive");
+  KIB_TRY(validate_resolver_options(options));
   auto csv = servers_csv(options.servers);
   if (!csv.ok()) return std::move(csv).error();
 

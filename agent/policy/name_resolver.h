@@ -21,4 +21,8 @@ struct ResolverOptions {
 // timeout); an Error means the resolver itself could not run.
 Result<std::vector<IpAddress>> resolve_host(const std::string& host, const ResolverOptions& options);
 
+// invalid_argument when a server string is malformed (at most 8 servers) or the
+// timeout is not positive: for the daemon to check its config once at start.
+Status validate_resolver_options(const ResolverOptions& options);
+
 }  // namespace kib::policy

@@ -98,6 +98,16 @@ TEST_CASE("resolver: bad server strings are invalid_argument") {
   ResolverOptions ok;
   ok.servers = {"127.0.0.1", "::1", "[::1]:5353", "127.0.0.1:53"};
   CHECK(AsyncResolver::create(ok).ok());
+  CHECK(kib::policy::validate_resolver_options(ok).ok());
+  ResolverOptions many;
+  many.servers = std::vector<std::string>(9, "127.0.0.1");
+  CHECK(!kib::policy::validate_resolver_options(many).ok());
+  ResolverOptions zero;
+  zero.timeout = std::chrono::milliseconds(0);
+  CHECK(!kib::policy::validate_resolver_options(zero).ok());
+  ResolverOptions bad;
+  bad.servers = {"dns.example.com:53"};
+  CHECK(kib::policy::validate_resolver_options(bad).error().code == kib::Code::invalid_argument);
 }
 
 TEST_CASE("async resolver: driven by an external loop, sockets reported through the hook") {
