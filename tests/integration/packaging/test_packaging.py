@@ -1,0 +1,299 @@
+"""The packages as an operator uses them: build the .deb, lintian it, `apt-get install`
+it, run the installed agent with the installed config and the environment its
+systemd unit gives it, drive it with the installed kibotosctl as a non-root member of
+group kibotos, upgrade to a newer package keeping the state, purge, and compare the
+rpm's file list with the deb's.
+
+Needs root (it installs the package on this machine; every test purges it again,
+even on failure). The build runs once: the second package revision and the rpm
+reuse the first build's meson build directory.
+"""
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+SRC = os.environ.get("KIBOTOS_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PKG = "kibotos-agent"
+SOCKET = "/run/kibotos/ctrl.sock"
+STATE = "/var/lib/kibotos"
+RUNTIME = "/run/kibotos"
+CONFIG = "/etc/kibotos/agent.yaml"
+UNIT = "/lib/systemd/system/kibotos-agent.service"
+CTL = "/usr/bin/kibotosctl"
+BUILD_TIMEOUT = 780
+
+if os.geteuid() != 0:
+    pytest.skip("needs root: installs the package", allow_module_level=True)
+for tool in ("dpkg-buildpackage", "lintian", "apt-get", "rpmbuild", "meson"):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} not installed", allow_module_level=True)
+
+
+def run(cmd, check=True, timeout=300, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{cmd} exited {r.returncode}\nstdout:\n{r.stdout[-4000:]}\nstderr:\n{r.stderr[-4000:]}")
+    return r
+
+
+def project_version():
+    return run([os.path.join(SRC, "packaging", "project-version.sh"), SRC]).stdout.strip()
+
+
+def installed_version():
+    r = run(["dpkg-query", "-W", "-f=${Status} ${Version}", PKG], check=False)
+    parts = r.stdout.split()
+    return parts[-1] if r.returncode == 0 and "installed" in parts else None
+
+
+def purge():
+    run(["apt-get", "purge", "-y", PKG], check=False, env=apt_env())
+
+
+def apt_env():
+    return dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+
+
+def apt_install(deb):
+    run(["apt-get", "install", "-y", "--no-install-recommends", os.path.abspath(deb)], env=apt_env(), timeout=600)
+
+
+@pytest.fixture(scope="module")
+def packages():
+    """deb revision 1 and 2 and the rpm, from one compile of the tree."""
+    work = tempfile.mkdtemp(prefix="kibotos-pkg-test-")
+    out = os.path.join(work, "out")
+    env = dict(os.environ, KIBOTOS_PKG_WORKDIR=work, KIBOTOS_PKG_OUTDIR=out, KIBOTOS_PKG_JOBS="2")
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD"):
+        env.pop(k, None)
+    try:
+        build = os.path.join(SRC, "packaging", "build-deb.sh")
+        deb1 = run([build], env=dict(env, KIBOTOS_PKG_REVISION="1"), timeout=BUILD_TIMEOUT).stdout.split()[-1]
+        deb2 = run([build], env=dict(env, KIBOTOS_PKG_REVISION="2"), timeout=300).stdout.split()[-1]
+        rpm = run([os.path.join(SRC, "packaging", "build-rpm.sh")], env=env, timeout=300).stdout.split()[-1]
+        yield {"deb1": deb1, "deb2": deb2, "rpm": rpm, "version": project_version()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def clean_machine():
+    """The package is absent before and purged after, even when the test fails."""
+    purge()
+    try:
+        yield
+    finally:
+        purge()
+
+
+class Agent:
+    """The installed daemon, started the way its unit starts it (no systemd here)."""
+
+    def __init__(self, config):
+        os.makedirs(RUNTIME, mode=0o755, exist_ok=True)
+        env = dict(os.environ, STATE_DIRECTORY=STATE, RUNTIME_DIRECTORY=RUNTIME)
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "NOTIFY_SOCKET"):
+            env.pop(k, None)
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([agent_path(), "--config", config], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(SOCKET):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"agent did not create {SOCKET}:\n{self.output()}")
+            time.sleep(0.05)
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def agent_path():
+    """Where the package put the daemon (its meson install_dir decides)."""
+    files = run(["dpkg", "-L", PKG]).stdout.split()
+    paths = [f for f in files if re.search(r"/s?bin/kibotos-agent$", f)]
+    assert len(paths) == 1, files
+    return paths[0]
+
+
+def agent_config(tmpdir):
+    """The installed config, plus the one key a test needs: Egresses on 127.0.0.0/8
+    (tests send traffic only there, and loopback is special-purpose)."""
+    with open(CONFIG) as f:
+        text = f.read()
+    assert "\negress:\n" in text
+    text = text.replace("\negress:\n", "\negress:\n  allowed_special_purpose_cidrs: [127.0.0.0/8]\n", 1)
+    path = os.path.join(str(tmpdir), "agent.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+@pytest.fixture
+def operator(clean_machine):
+    """A throwaway non-root user; `member` is in group kibotos, `outsider` is not.
+    Created after the package (which creates the group); removed afterwards."""
+    names = []
+
+    def make(groups):
+        name = f"kibt{os.getpid() % 100000}{len(names)}"
+        run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin"] +
+            (["--groups", ",".join(groups)] if groups else []) + [name])
+        names.append(name)
+        return pwd.getpwnam(name)
+
+    try:
+        yield make
+    finally:
+        for n in names:
+            run(["userdel", n], check=False)
+
+
+def ctl(user, *args, check=True):
+    """The installed kibotosctl as `user` with the groups it would log in with."""
+    groups = [g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem]
+    r = subprocess.run([CTL, *args], capture_output=True, text=True, timeout=60, user=user.pw_uid,
+                       group=user.pw_gid, extra_groups=groups, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    if check and r.returncode != 0:
+        raise AssertionError(f"kibotosctl {args} exited {r.returncode}: {r.stderr}")
+    return r
+
+
+def test_lintian_reports_no_errors(packages):
+    r = run(["lintian", "--fail-on", "error", "--no-tag-display-limit", packages["deb1"]], check=False, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_deb_ships_binaries_unit_config_man_pages_and_completion(packages):
+    listing = run(["dpkg-deb", "-c", packages["deb1"]]).stdout
+    for path in ("./usr/bin/kibotosctl", "/kibotos-agent\n", "./lib/systemd/system/kibotos-agent.service",
+                 "./etc/kibotos/agent.yaml", "./usr/share/man/man8/kibotos-agent.8.gz",
+                 "./usr/share/man/man1/kibotosctl.1.gz", "./usr/share/bash-completion/completions/kibotosctl"):
+        assert path in listing + "\n", path
+    conffiles = run(["dpkg-deb", "-I", packages["deb1"], "conffiles"]).stdout.split()
+    assert conffiles == ["/etc/kibotos/agent.yaml"]
+
+
+def test_package_names_carry_the_meson_version(packages):
+    v = packages["version"]
+    assert os.path.basename(packages["deb1"]).startswith(f"{PKG}_{v}-1_")
+    assert os.path.basename(packages["deb2"]).startswith(f"{PKG}_{v}-2_")
+    assert os.path.basename(packages["rpm"]).startswith(f"{PKG}-{v}-1.")
+
+
+def normalized(paths):
+    """Files only, no docs (each format adds its own), compression suffix removed."""
+    out = set()
+    for p in paths:
+        p = p.lstrip(".")
+        if not p or p.endswith("/") or p.startswith("/usr/share/doc/"):
+            continue
+        out.add(p[:-3] if p.endswith(".gz") else p)
+    return out
+
+
+def test_rpm_ships_the_same_files_as_the_deb(packages):
+    deb_files = [line.split()[5] for line in run(["dpkg-deb", "-c", packages["deb1"]]).stdout.splitlines()
+                 if not line.startswith("d")]
+    rpm_files = run(["rpm", "-qlp", packages["rpm"]]).stdout.split()
+    rpm_files = [f for f in rpm_files if f != "/etc/kibotos"]
+    assert normalized(rpm_files) == normalized(deb_files)
+
+
+def test_installed_agent_serves_a_kibotos_member_and_purge_leaves_nothing(packages, operator, tmpdir):
+    apt_install(packages["deb1"])
+    assert installed_version() == f"{packages['version']}-1"
+    kibotos = grp.getgrnam("kibotos")
+    st = os.stat(STATE)
+    assert (st.st_mode & 0o777, st.st_uid) == (0o700, 0)
+    assert os.stat(CONFIG).st_mode & 0o777 == 0o644
+    assert run([agent_path(), "--version"]).stdout.strip().endswith(packages["version"])
+    assert run([CTL, "--version"]).stdout.strip() == f"kibotosctl {packages['version']}"
+    assert run([agent_path(), "--check-config", "--config", CONFIG]).returncode == 0
+    if shutil.which("systemd-analyze"):
+        r = run(["systemd-analyze", "verify", UNIT], check=False)
+        problems = [l for l in (r.stdout + r.stderr).splitlines() if l.strip() and "man " not in l]
+        assert not problems, problems
+
+    member = operator(["kibotos"])
+    outsider = operator([])
+    agent = Agent(agent_config(tmpdir))
+    try:
+        st = os.stat(SOCKET)
+        assert (st.st_mode & 0o777, st.st_gid) == (0o660, kibotos.gr_gid)
+
+        denied = ctl(outsider, "agent", check=False)
+        assert denied.returncode == 24, denied.stderr
+        assert denied.stderr.startswith("error: unavailable: ") and "Permission denied" in denied.stderr
+
+        info = json.loads(ctl(member, "agent", "-o", "json").stdout)
+        assert info["agent"]["version"] == packages["version"]
+
+        created = json.loads(ctl(member, "egress", "create", "--address", "127.0.0.1:1080", "--label", "pkg=test",
+                                 "-o", "json").stdout)["egress"]
+        eid = created["egressId"]
+        assert created["revision"] == "1"
+        got = json.loads(ctl(member, "egress", "get", eid, "-o", "json").stdout)["egress"]
+        assert got["spec"]["socks5"]["address"] == "127.0.0.1:1080"
+        listed = json.loads(ctl(member, "egress", "list", "--selector", "pkg=test", "-o", "json").stdout)
+        assert [e["egressId"] for e in listed["egresses"]] == [eid]
+        assert eid in ctl(member, "egress", "list").stdout  # the table
+        ctl(member, "egress", "delete", eid)
+        gone = ctl(member, "egress", "get", eid, check=False)
+        assert gone.returncode == 15 and gone.stderr.startswith("error: not_found: "), gone.stderr
+    finally:
+        rc = agent.stop()
+    assert rc == 0, agent.output()
+
+    run(["apt-get", "purge", "-y", PKG], env=apt_env())
+    assert installed_version() is None
+    leftovers = [p for p in (CTL, "/usr/sbin/kibotos-agent", "/usr/bin/kibotos-agent", UNIT, "/etc/kibotos", STATE,
+                             RUNTIME, "/usr/share/man/man1/kibotosctl.1.gz",
+                             "/usr/share/bash-completion/completions/kibotosctl") if os.path.lexists(p)]
+    assert leftovers == []
+    # Debian keeps system groups on purge (files elsewhere may carry the GID).
+    assert grp.getgrnam("kibotos")
+
+
+def test_upgrade_keeps_state(packages, clean_machine, tmpdir):
+    root = pwd.getpwuid(0)
+    apt_install(packages["deb1"])
+    agent = Agent(agent_config(tmpdir))
+    try:
+        eid = json.loads(ctl(root, "egress", "create", "--address", "127.0.0.2:1080", "-o", "json").stdout)[
+            "egress"]["egressId"]
+    finally:
+        assert agent.stop() == 0, agent.output()
+    before = sorted(os.listdir(STATE))
+    assert before
+
+    apt_install(packages["deb2"])
+    assert installed_version() == f"{packages['version']}-2"
+    assert sorted(os.listdir(STATE)) == before
+    assert os.stat(STATE).st_mode & 0o777 == 0o700
+    agent = Agent(agent_config(tmpdir))
+    try:
+        got = json.loads(ctl(root, "egress", "get", eid, "-o", "json").stdout)["egress"]
+        assert got["spec"]["socks5"]["address"] == "127.0.0.2:1080"
+    finally:
+        assert agent.stop() == 0, agent.output()
