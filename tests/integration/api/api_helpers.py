@@ -46,7 +46,7 @@ def openssl(*args, cwd):
     subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True)
 
 
-class TestPki:
+class Pki:
     """A CA with a server and a client certificate, made with the openssl CLI."""
 
     def __init__(self, directory, name):
