@@ -1,26 +1,15 @@
 #include "netns/policy_from_proto.h"
 
 namespace kib::netns {
-namespace {
 
 namespace v1 = ::kibotos::ctrl::v1;
 
-Result<CoveredRoute> route_from_proto(const v1::EgressRoute& e, int index) {
+CoveredRoute covered_route(const policy::CompiledRoute& route) {
   CoveredRoute r;
-  for (const auto& d : e.destinations()) {
-    auto p = Prefix::parse(d);
-    if (!p.ok()) return make_error(Code::invalid_argument, "egresses[" + std::to_string(index) + "]: " + p.error().message);
-    r.destinations.push_back(*p);
-  }
-  for (const auto& pr : e.ports()) {
-    if (pr.first() == 0 || pr.first() > pr.last() || pr.last() > 65535)
-      return make_error(Code::invalid_argument, "egresses[" + std::to_string(index) + "]: bad port range");
-    r.ports.push_back(PortRange{static_cast<uint16_t>(pr.first()), static_cast<uint16_t>(pr.last())});
-  }
+  for (const auto& c : route.destinations) r.destinations.push_back(Prefix{c.base.family, c.base.bytes, c.prefix_len});
+  for (const auto& p : route.ports) r.ports.push_back(PortRange{p.first, p.last});
   return r;
 }
-
-}  // namespace
 
 Result<RulesetPolicy> ruleset_policy_from_proto(const v1::NetworkPolicy& policy) {
   RulesetPolicy out;
@@ -29,11 +18,9 @@ Result<RulesetPolicy> ruleset_policy_from_proto(const v1::NetworkPolicy& policy)
     case v1::NETWORK_MODE_PUBLIC_INTERNET: out.mode = NetworkMode::public_internet; break;
     default: return make_error(Code::invalid_argument, "network_policy.mode must be ISOLATED or PUBLIC_INTERNET");
   }
-  for (int i = 0; i < policy.egresses_size(); ++i) {
-    auto r = route_from_proto(policy.egresses(i), i);
-    if (!r.ok()) return std::move(r).error();
-    out.routes.push_back(std::move(*r));
-  }
+  auto matcher = policy::RouteMatcher::compile(policy);
+  if (!matcher.ok()) return std::move(matcher).error();
+  for (const auto& route : matcher->routes()) out.routes.push_back(covered_route(route));
   out.intercept_dns = policy.resolvers_size() > 0;
   return out;
 }

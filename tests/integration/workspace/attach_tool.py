@@ -104,7 +104,9 @@ class AttachTool:
 
     def detach(self):
         self.command("detach", "DETACHED")
-        self.proc.wait(timeout=10)
+        rc = self.proc.wait(timeout=30)
+        # Non-zero also when a sanitizer reported at exit.
+        assert rc == 0, f"tool exited {rc}: {self.proc.stderr.read()}"
 
     def kill(self):
         self.proc.kill()
