@@ -89,8 +89,7 @@ class Bench:
                 it = measure.iperf(self.lab, 1, False, self.p["select_seconds"], pids)
                 lt = measure.latency(self.lab, self.tools, self.p["select_lat_n"], pids)
                 cands[name] = {"gbps": it["gbps"], "server_cpu_s_per_gb": it["cpu_s_per_gb"],
-                               "lat_p50_us": lt["p50_us"], "lat_p99_us": lt["p99_us"],
-                               "server_cpu_us_per_conn": lt["cpu_s"] / max(1, lt["ok"]) * 1e6}
+                               "lat_p50_us": lt["p50_us"], "lat_p99_us": lt["p99_us"]}
                 log(f"socks candidate {name}: {cands[name]}")
             finally:
                 peers.stop_redsocks(self.lab, rs)
@@ -296,15 +295,14 @@ class Bench:
                 # Only an interceptor answers a query to an address nobody owns.
                 probe = measure.dns(self.lab, self.tools, L.NO_HOST_IP, 5, 1, None)
                 if probe["answered"] != 5:
-                    raise RuntimeError(f"{probe['answered']}/5 probe queries answered")
+                    raise RuntimeError(f"no answer through the agent (DNS not implemented, or not "
+                                       f"working): {probe['answered']}/5 probe queries answered")
                 self.measure_dns([agent.pid], L.NO_HOST_IP, how, keys=(f"dns_{how}",))
             except OutOfTime:
                 raise
             except Exception as e:
                 self.results["not_measured"].append(
-                    f"DNS via a {how} Resolver: not measured: no answer through the agent (DNS not "
-                    f"implemented, or not working) "
-                    f"({type(e).__name__}: {str(e)[:200]})")
+                    f"DNS via a {how} Resolver: not measured: {str(e)[:250]}")
 
     # -- the run ----------------------------------------------------------------------
     def meta(self):

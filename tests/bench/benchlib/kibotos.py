@@ -235,7 +235,8 @@ class Harness:
         return self.workspace_id
 
     def update_policy(self, policy):
-        raise NotImplementedError("relay_harness takes no DNS resolvers")
+        raise NotImplementedError("the daemon does not relay yet, and relay_harness takes no "
+                                  "DNS resolvers")
 
     def wait_applied(self, timeout=5.0):
         deadline = time.monotonic() + timeout

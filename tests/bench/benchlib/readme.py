@@ -147,6 +147,8 @@ def notes_section(results):
         "- In each run, memory is measured first, right after the relay starts (in a mode's "
         "first run, after one unmeasured hold: dante forks helper processes as load grows "
         "and keeps them); the relay's RSS per connection is counted from its RSS when fresh.",
+        "- The TLS column's lab and system memory include stunnel's side (a thread and TLS "
+        "buffers per connection), which the plain columns do not have.",
         "- Runs are interleaved: run 1 of every mode in the column order of the table, then "
         "run 2, and so on; each run starts its relay afresh.",
     ]
