@@ -26,8 +26,6 @@ METRICS = {
                          "sys_kib_per_conn"),
     "lab_kib_per_conn": ("lab RSS + kernel slab/stacks/page tables per idle connection", "KiB", "low",
                          "memory", "lab_kib_per_conn"),
-    "tcp_mem_kib_per_conn": ("kernel TCP buffer memory per idle connection (sockstat)", "KiB", "low",
-                             "memory", "tcp_mem_kib_per_conn"),
     "hold_errors": ("idle connections not established", "count", "low", "memory", None),
     "fd_leak": ("relay fds left after closing them all", "count", "low", "memory", None),
     "dns_direct_qps": ("DNS qps, guest straight to the resolver", "q/s", "high", "dns", None),
@@ -60,9 +58,10 @@ def add_ratios(results, peer_modes):
             fig = mode.get("metrics", {}).get(key)
             if not fig:
                 continue
-            if name != "routed" and base_key and base_key in routed and routed[base_key]["median"]:
+            # A ratio to a reference at or below zero (a noisy memory delta) means nothing.
+            if name != "routed" and base_key and base_key in routed and routed[base_key]["median"] > 0:
                 fig["ratio_routed"] = fig["median"] / routed[base_key]["median"]
-            if name != "routed" and best:
+            if name != "routed" and best is not None and best > 0:
                 fig["ratio_best_peer"] = fig["median"] / best
 
 
