@@ -155,6 +155,10 @@ class Bench:
         finally:
             if cleanup:
                 cleanup()
+        if (name == "kibotos-1t" and entry.get("driver") == "harness" and entry["available"]
+                and "dns" in self.args.families):
+            self.fig, self.raw = entry["samples"], entry["raw"]
+            self.measure_dns_harness(run_index)
 
     def not_through(self, kind):
         """Why connections do not go through this mode's relay (None when they do): the
@@ -221,7 +225,7 @@ class Bench:
             self.measure_latency(pids)
         if "dns" in fams and name == "routed":
             self.measure_dns(None, L.INET_IP, "direct", keys=("dns_direct",))
-        elif "dns" in fams and name == "kibotos-1t":
+        elif "dns" in fams and name == "kibotos-1t" and entry.get("driver") != "harness":
             self.measure_agent_dns(agent)
 
     def add(self, key, value):
@@ -303,6 +307,35 @@ class Bench:
             except Exception as e:
                 self.results["not_measured"].append(
                     f"DNS via a {how} Resolver: not measured: {str(e)[:250]}")
+
+    def measure_dns_harness(self, run_index):
+        """DNS through the agent's forwarder driven by dns_harness, when the daemon does
+        not relay (yet): one run of each Resolver transport."""
+        binary = self.args.dns_harness
+        if not os.access(binary, os.X_OK):
+            if run_index == 0:
+                self.results["not_measured"].append(
+                    f"DNS through kibotos: not measured: the daemon does not relay yet and {binary} is not built")
+            return
+        h = kibotos.DnsHarness(self.lab, binary, self.workdir, f"dns-{run_index}", 1)
+        try:
+            h.start()
+            udp_eg = h.create_egress(f"{L.SOCKS_AGENT_IP}:{peers.SOCKS_PORTS['dante']}")
+            tcp_eg = h.create_egress(f"{L.SOCKS_AGENT_IP}:{self.socks_port}")
+            for how, eg in (("udp", udp_eg), ("tcp", tcp_eg)):
+                h.set_resolver(how, eg)
+                probe = measure.dns(self.lab, self.tools, L.NO_HOST_IP, 5, 1, None)
+                if probe["answered"] != 5:
+                    raise RuntimeError(f"dns_harness, {how} Resolver: {probe['answered']}/5 probe queries answered")
+                self.measure_dns([h.pid], L.NO_HOST_IP, f"{how}_harness", keys=(f"dns_{how}",))
+            self.results["modes"]["kibotos-1t"]["dns_driver"] = "dns_harness"
+        except OutOfTime:
+            raise
+        except Exception as e:
+            self.results["not_measured"].append(f"DNS through kibotos (dns_harness), run {run_index + 1}: "
+                                                f"not measured: {type(e).__name__}: {str(e)[:250]}")
+        finally:
+            h.stop()
 
     # -- the run ----------------------------------------------------------------------
     def meta(self):
@@ -400,6 +433,11 @@ def default_harness():
     return os.path.join(build, "tests", "integration", "dataplane", "relay_harness")
 
 
+def default_dns_harness():
+    build = os.environ.get("KIBOTOS_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+    return os.path.join(build, "tests", "integration", "dns", "dns_harness")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group()
@@ -412,6 +450,8 @@ def parse_args(argv):
     ap.add_argument("--agent", default=default_agent(), help="kibotos-agent binary (default: %(default)s)")
     ap.add_argument("--harness", default=default_harness(),
                     help="relay_harness binary, the data plane without the daemon (default: %(default)s)")
+    ap.add_argument("--dns-harness", default=default_dns_harness(),
+                    help="dns_harness binary, the DNS forwarder without the daemon (default: %(default)s)")
     ap.add_argument("--driver", choices=("auto", "agent", "harness"), default="auto",
                     help="what runs kibotos' data plane: the daemon, relay_harness, or the daemon "
                          "and, if it does not relay, relay_harness (default)")

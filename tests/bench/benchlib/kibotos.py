@@ -188,14 +188,17 @@ class Harness:
         self.workspace_id = None
         self.revision = 0
 
-    def start(self, timeout=15.0):
-        argv = [self.binary, "--allow", L.LAB_CIDR, "--threads", str(self.threads),
+    def argv(self):
+        return [self.binary, "--allow", L.LAB_CIDR, "--threads", str(self.threads),
                 "--max-connections", "100000", "--max-per-workspace", "50000"]
+
+    def start(self, timeout=15.0):
+        argv = self.argv()
         self.proc = self.lab.spawn(self.lab.agent, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=open(self.log, "w"), text=True, bufsize=1)
         line = self._readline(timeout)
         if line != "ready":
-            raise RuntimeError(f"relay_harness: {line!r} {self.log_tail()}")
+            raise RuntimeError(f"{os.path.basename(self.binary)}: {line!r} {self.log_tail()}")
 
     def _readline(self, timeout):
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -267,3 +270,19 @@ class Harness:
         self.lab.stop(self.proc, grace=5.0)
         self.proc = None
         Agent._flush_ws(self.lab)
+
+
+class DnsHarness(Harness):
+    """The DNS forwarder without the daemon: tests/integration/dns/dns_harness (the real
+    netns attachment and DnsService, commanded on stdin). Its Egresses have UDP enabled."""
+
+    def argv(self):
+        return [self.binary, "--allow", L.LAB_CIDR]
+
+    def set_resolver(self, transport, egress_id):
+        """Points the guest's DNS at the lab resolver through `egress_id` (udp: UDP
+        ASSOCIATE; tcp: CONNECT)."""
+        self.workspace_id = "ws1"
+        self.revision += 1
+        self.cmd(f"workspace ws1 /run/netns/{self.lab.ws} {self.revision} "
+                 f"{transport}:{L.INET_IP}:{peers.DNS_PORT}@{egress_id}")

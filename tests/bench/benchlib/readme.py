@@ -134,6 +134,11 @@ def notes_section(results):
             "the daemon, because the daemon did not relay in this run ("
             + harnessed[0].get("driver_note", "")[:300] + "). The relay process measured is "
             "relay_harness; DNS resolvers cannot be set through it.")
+    if results["modes"].get("kibotos-1t", {}).get("dns_driver") == "dns_harness":
+        lines.append("- kibotos' DNS figures were measured through `tests/integration/dns/dns_harness` "
+                     "(the agent's DnsService and netns attachment, commanded on stdin, without the "
+                     "daemon); the udp Resolver goes through dante (UDP ASSOCIATE; microsocks has "
+                     "none), the tcp Resolver through the chosen SOCKS5 server.")
     routed = results["modes"].get("routed", {}).get("metrics", {})
     if "lat_p50_us" in routed:
         lines.append(f"- Latency client floor (the routed path: client, two forwarding hops, server): "
