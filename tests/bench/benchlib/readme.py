@@ -35,7 +35,7 @@ only inside them; all of it is removed at the end, even on failure. Only traffic
 - **Throughput**: `iperf3 -t N [-P 4] [-R]` from guest to inet; receiver's figure.
 - **Relay CPU per GB**: utime+stime of the relay process from `/proc/PID/stat` across the
   iperf3 run, divided by the GB (10^9 bytes) received. The process's stat sums all its
-  threads. Kernel work done in softirq context on behalf of the relay's sockets is
+  threads, io_uring's worker threads (iou-wrk, iou-sqp) included. Kernel work done in softirq context on behalf of the relay's sockets is
   charged to whatever runs at the time, so it is only partly counted (same for all relays).
 - **New connections/s and CPU per 1,000 connections**: `wrk -t1 -c C -d N -H 'Connection:
   close'` against `bench_server` in inet (one request per connection); relay CPU across
