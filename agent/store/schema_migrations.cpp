@@ -80,7 +80,7 @@ Result<int> current_schema_version(SqliteDb& db) {
 }
 
 Status migrate(SqliteDb& db, int target) {
-  if (target < 0) target = latest_schema_version();
+  if (target < 0 || target > latest_schema_version()) target = latest_schema_version();
   auto current = current_schema_version(db);
   if (!current.ok()) return std::move(current).error();
   if (*current > latest_schema_version())

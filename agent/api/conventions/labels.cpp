@@ -1,5 +1,7 @@
 #include "agent/api/conventions/labels.h"
 
+#include "agent/api/conventions/quoted.h"
+
 namespace kib::api {
 namespace {
 
@@ -29,15 +31,6 @@ bool is_dns_subdomain(std::string_view s) {
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
   }
-}
-
-std::string quoted(std::string_view s) {
-  constexpr size_t kShown = 80;  // error messages stay short whatever the client sent
-  std::string out = "\"";
-  out += s.substr(0, kShown);
-  if (s.size() > kShown) out += "...";
-  out += "\"";
-  return out;
 }
 
 Error invalid(std::string_view field, std::string what) {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "agent/api/conventions/proto_bytes.h"
+#include "agent/api/conventions/quoted.h"
 #include "agent/api/services/egress_spec_validation.h"
 #include "agent/api/services/list_page.h"
 #include "agent/api/services/metadata_update.h"
@@ -157,8 +158,8 @@ Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgres
     auto used = txn.egress_referenced(req.egress_id(), /*udp_only=*/false);
     if (!used.ok()) return std::move(used).error();
     if (*used)
-      return Error{Code::failed_precondition, "egress \"" + req.egress_id() +
-                                                  "\" is referenced by the policy of a Workspace"};
+      return Error{Code::failed_precondition, "egress " + quoted(req.egress_id()) +
+                                                  " is referenced by the policy of a Workspace"};
     KIB_TRY(txn.mark_deleted(store::Kind::egress, req.egress_id()));
     deleted = true;
     return Resp();

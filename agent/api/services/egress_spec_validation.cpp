@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "agent/api/conventions/quoted.h"
 #include "agent/policy/endpoint.h"
 
 namespace kib::api {
@@ -33,7 +34,7 @@ Status check_endpoint(const std::string& address, const policy::EndpointAddressP
   if (!addrs.ok()) return {};
   for (const auto& a : *addrs) {
     Status s = policy.check(a);
-    if (!s.ok()) return invalid(field, "\"" + hp->host + "\" resolves to " + a.to_string() + ": " + s.error().message);
+    if (!s.ok()) return invalid(field, quoted(hp->host) + " resolves to " + a.to_string() + ": " + s.error().message);
   }
   return {};
 }

@@ -2,7 +2,8 @@
 // Update<Kind>Labels / Update<Kind>Annotations, the same for every resource (API.md):
 // the whole map is replaced under CAS on labels_revision / annotations_revision
 // (aborted on mismatch); equal content keeps the revision; the resource's own
-// revision is never touched.
+// revision is never touched. Nor is updated_at, which moves with revision (the
+// spec's or the policy's content), so that equal content keeps both.
 #include <map>
 #include <string>
 

@@ -11,13 +11,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/api/conventions/quoted.h"
 #include "agent/common/unique_fd.h"
 
 namespace kib::api {
 
 Result<store::NetnsKey> network_namespace_identity(const std::string& path) {
   auto fail = [&](const std::string& why) {
-    return Error{Code::failed_precondition, "netns \"" + path + "\" " + why};
+    return Error{Code::failed_precondition, "netns " + quoted(path) + " " + why};
   };
   if (path.empty() || path[0] != '/' || path.size() > 4096) return fail("must be an absolute path");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

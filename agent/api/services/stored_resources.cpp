@@ -1,5 +1,7 @@
 #include "agent/api/services/stored_resources.h"
 
+#include "agent/api/conventions/quoted.h"
+
 namespace kib::api {
 namespace {
 
@@ -43,9 +45,9 @@ ctrl::Egress without_password(ctrl::Egress e) {
   return e;
 }
 
-Error egress_not_found(const std::string& id) { return Error{Code::not_found, "egress \"" + id + "\" not found"}; }
+Error egress_not_found(const std::string& id) { return Error{Code::not_found, "egress " + quoted(id) + " not found"}; }
 Error workspace_not_found(const std::string& id) {
-  return Error{Code::not_found, "workspace \"" + id + "\" not found"};
+  return Error{Code::not_found, "workspace " + quoted(id) + " not found"};
 }
 
 }  // namespace kib::api

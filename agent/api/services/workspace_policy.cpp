@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "agent/api/conventions/quoted.h"
 #include "agent/api/services/stored_resources.h"
 #include "agent/policy/endpoint.h"
 #include "agent/policy/route_matcher.h"
@@ -70,8 +71,8 @@ Status check_policy_refs(store::Transaction& txn, const ctrl::NetworkPolicy& p) 
     if (!e.ok()) return std::move(e).error();
     if (!e->has_value()) return egress_not_found(r.egress_id);
     if (r.udp && !(*e)->spec().udp_enabled())
-      return Error{Code::failed_precondition, "network_policy.resolvers: a udp Resolver goes through egress \"" +
-                                                  r.egress_id + "\", which does not have udp_enabled"};
+      return Error{Code::failed_precondition, "network_policy.resolvers: a udp Resolver goes through egress " +
+                                                  quoted(r.egress_id) + ", which does not have udp_enabled"};
   }
   return {};
 }

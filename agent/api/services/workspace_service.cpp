@@ -1,6 +1,7 @@
 #include "agent/api/services/workspace_service.h"
 
 #include "agent/api/conventions/proto_bytes.h"
+#include "agent/api/conventions/quoted.h"
 #include "agent/api/services/list_page.h"
 #include "agent/api/services/metadata_update.h"
 #include "agent/api/services/netns_identity.h"
@@ -78,7 +79,7 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     auto attached = txn.netns_attached(key);
     if (!attached.ok()) return std::move(attached).error();
     if (*attached)
-      return Error{Code::failed_precondition, "netns \"" + req.netns() + "\" is already attached to a Workspace"};
+      return Error{Code::failed_precondition, "netns " + quoted(req.netns()) + " is already attached to a Workspace"};
     auto now = to_timestamp(env_.clock());
     ctrl::Workspace w;
     w.set_workspace_id(store::random_id("ws-"));

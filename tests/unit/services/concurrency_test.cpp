@@ -1,5 +1,6 @@
 // Concurrency: CAS updates from several clients.
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "tests/unit/services/service_harness.h"
@@ -54,4 +55,37 @@ TEST_CASE("Concurrency: 8 clients updating one Egress with CAS: exactly one wins
     CHECK(winners[rev].size() == 1);
   }
   CHECK(final_rev > 1);
+}
+
+TEST_CASE("ListEgresses: paging while another client creates and deletes never repeats or skips an item") {
+  Harness h;
+  std::vector<std::string> survivors, doomed;
+  for (int i = 0; i < 40; ++i) {
+    auto e = h.create_egress(socks5("203.0.113.1:1080"));
+    REQUIRE(e.ok());
+    (i % 2 ? doomed : survivors).push_back(e->egress().egress_id());
+  }
+  std::atomic<bool> done{false};
+  std::thread churn([&] {
+    size_t next = 0;
+    for (int i = 0; i < 200 && !done; ++i) {
+      (void)h.create_egress(socks5("203.0.113.2:1080"));
+      if (next < doomed.size()) (void)h.delete_egress(doomed[next++]);
+    }
+  });
+  std::vector<std::string> seen;
+  ctrl::ListEgressesRequest r;
+  r.set_page_size(3);
+  for (int page = 0; page < 1000; ++page) {
+    auto l = h.list(r);
+    REQUIRE(l.ok());
+    for (const auto& e : l->egresses()) seen.push_back(e.egress_id());
+    if (l->next_page_token().empty()) break;
+    r.set_page_token(l->next_page_token());
+  }
+  done = true;
+  churn.join();
+  std::set<std::string> unique(seen.begin(), seen.end());
+  CHECK(unique.size() == seen.size());
+  for (const auto& s : survivors) CHECK(unique.count(s) == 1);
 }
