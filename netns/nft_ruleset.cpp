@@ -100,8 +100,11 @@ std::string prerouting_chain(const RulesetParams& p, const std::vector<CoveredRo
   l.add("type filter hook prerouting priority mangle; policy accept;");
   l.add("iif \"lo\" meta mark != " + mark + " return");
   l.add("ct direction reply return");
-  if (p.policy.intercept_dns) prerouting_dns(l, p, mark);
   listener_guard(l, p.ports);
+  // Connections the agent already holds stay with it whatever the policy now says:
+  // a policy update drains them in the data plane, they never leave directly.
+  l.add("meta l4proto tcp socket transparent 1 meta mark set " + mark + " accept");
+  if (p.policy.intercept_dns) prerouting_dns(l, p, mark);
   l.add("fib daddr type { local, broadcast, multicast } return");
   for (const auto& r : routes) prerouting_route(l, r, p, mark);
   return "\tchain prerouting {\n" + l.text + "\t}\n";
@@ -113,14 +116,18 @@ std::string output_chain(const RulesetParams& p, const std::vector<CoveredRoute>
   l.add("type route hook output priority mangle; policy accept;");
   l.add("oif \"lo\" return");
   l.add("ct direction reply return");
-  // Marked packets are routed again (route chain) through lo into prerouting.
-  if (p.policy.intercept_dns) l.add("meta l4proto { tcp, udp } th dport 53 meta mark set " + mark + " accept");
+  // Marked packets are routed again (route chain) through lo into prerouting. The
+  // conntrack mark keeps a connection intercepted once on that path (as the socket
+  // match does in prerouting), across policy updates.
+  std::string intercept = "meta mark set " + mark + " ct mark set " + mark + " accept";
+  l.add("ct mark " + mark + " meta mark set " + mark + " accept");
+  if (p.policy.intercept_dns) l.add("meta l4proto { tcp, udp } th dport 53 " + intercept);
   l.add("fib daddr type { broadcast, multicast } return");
   for (const auto& r : routes) {
     for (int family : {AF_INET, AF_INET6}) {
       std::string dst = daddr_match(r, family);
       if (dst.empty()) continue;
-      l.add(dst + " " + tcp_match(r) + " meta mark set " + mark + " accept");
+      l.add(dst + " " + tcp_match(r) + " " + intercept);
       l.add(dst + " " + other_match(r) + " " + reject_stmt());
     }
   }

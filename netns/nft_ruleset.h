@@ -22,6 +22,10 @@
 //   and is not covered (keeps ARP/NDP/DHCP working); DNS interception still applies.
 // - ISOLATED: nothing leaves: forwarded traffic is rejected; locally generated
 //   traffic may only go to lo or answer a connection made to the namespace.
+// - connections already intercepted stay with the agent across policy updates
+//   (prerouting: `socket transparent 1`; output: the conntrack mark), so the data
+//   plane can drain them; with the agent dead there is no socket and they drop.
+// The meta mark and (in output) the conntrack mark are the agent's in this namespace.
 // Only original-direction packets are considered (`ct direction reply` returns), so
 // replies to uncovered connections and the listeners' own answers pass.
 #include <string>

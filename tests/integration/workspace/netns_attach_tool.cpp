@@ -10,7 +10,8 @@
 // or datagram: "ACCEPT tcp|dns_tcp ORIG_IP ORIG_PORT PEER_IP PEER_PORT" /
 // "DNS udp ORIG_IP ORIG_PORT PEER_IP PEER_PORT"; each peer is answered
 // "ORIGDST ORIG_IP ORIG_PORT\n" (DNS from a transparent reply socket bound to the
-// original destination). Commands on stdin: "update POLICY_JSON", "detach", "alive"
+// original destination). TCP connections are then held and echo "ECHO <data>" until
+// the peer closes. Commands on stdin: "update POLICY_JSON", "detach", "alive"
 // (prints "ALIVE 1" or "ALIVE 0").
 #include <arpa/inet.h>
 #include <google/protobuf/util/json_util.h>
@@ -60,17 +61,30 @@ struct Socket {
   enum Kind { tcp, dns_tcp, dns_udp } kind;
 };
 
-void serve_tcp(int listen_fd, const char* label) {
+constexpr size_t kMaxHeldConnections = 1024;
+
+// Answers ORIGDST and keeps the connection, echoing what the peer sends ("ECHO ...")
+// until it closes. Returns the connection, or -1.
+int serve_tcp(int listen_fd, const char* label) {
   sockaddr_storage peer{}, orig{};
   socklen_t plen = sizeof peer, olen = sizeof orig;
   int c = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC);
-  if (c < 0) return;
+  if (c < 0) return -1;
   // The accepted socket's local address is the guest's original destination.
   getsockname(c, reinterpret_cast<sockaddr*>(&orig), &olen);
   say(std::string("ACCEPT ") + label + " " + addr_port(orig) + " " + addr_port(peer));
   std::string reply = "ORIGDST " + addr_port(orig) + "\n";
   if (write(c, reply.data(), reply.size()) < 0) { /* the peer may be gone */ }
-  close(c);
+  return c;
+}
+
+// False when the connection is done.
+bool echo(int fd) {
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf);
+  if (n <= 0) return false;
+  std::string reply = "ECHO " + std::string(buf, static_cast<size_t>(n));
+  return write(fd, reply.data(), reply.size()) == static_cast<ssize_t>(reply.size());
 }
 
 void serve_udp(int fd, int ns_fd) {
@@ -180,17 +194,25 @@ int main(int argc, char** argv) {
 
   bool stdin_open = true;
   std::string pending;
+  std::vector<kib::UniqueFd> held;
   for (;;) {
     std::vector<pollfd> pfds;
     for (const auto& s : socks) pfds.push_back(pollfd{s.fd, POLLIN, 0});
+    for (const auto& c : held) pfds.push_back(pollfd{c.get(), POLLIN, 0});
     pfds.push_back(pollfd{stdin_open ? 0 : -1, POLLIN, 0});
     if (poll(pfds.data(), pfds.size(), -1) < 0) continue;
+    for (size_t k = held.size(); k-- > 0;) {
+      if ((pfds[socks.size() + k].revents & (POLLIN | POLLHUP | POLLERR)) && !echo(held[k].get()))
+        held.erase(held.begin() + static_cast<long>(k));
+    }
     for (size_t k = 0; k < socks.size(); ++k) {
       if (!(pfds[k].revents & POLLIN)) continue;
-      if (socks[k].kind == Socket::dns_udp)
+      if (socks[k].kind == Socket::dns_udp) {
         serve_udp(socks[k].fd, a.ns().fd());
-      else
-        serve_tcp(socks[k].fd, socks[k].kind == Socket::tcp ? "tcp" : "dns_tcp");
+        continue;
+      }
+      kib::UniqueFd c(serve_tcp(socks[k].fd, socks[k].kind == Socket::tcp ? "tcp" : "dns_tcp"));
+      if (c && held.size() < kMaxHeldConnections) held.push_back(std::move(c));
     }
     if (pfds.back().revents & (POLLIN | POLLHUP)) {
       char buf[4096];

@@ -3,6 +3,7 @@ and netns-attach-tool standing in for the agent. Root only; each test builds its
 lab (DESIGN.md topology) and removes it even on failure."""
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -198,6 +199,37 @@ def test_update_swaps_the_policy(lab, ws, servers):
     tool.update(public_policy(([servers["unc4"] + "/32"], [(PORT, PORT)])))
     assert reaches_listener(lab.tcp_request(ws.guest, servers["unc4"], PORT), servers["unc4"], PORT)
     assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"])
+
+
+HOLDING_CLIENT = """
+import socket, sys
+s = socket.create_connection(({addr!r}, {port}), timeout=5)
+print(s.makefile().readline().strip(), flush=True)
+sys.stdin.readline()
+s.sendall(b"ping")
+try:
+    print(s.recv(100).decode().strip(), flush=True)
+except OSError as e:
+    print("ERROR", e, flush=True)
+"""
+
+
+def test_connections_intercepted_before_an_update_stay_with_the_agent(lab, ws, servers):
+    """A policy update no longer covering a destination must not send the open
+    connections to it around the agent: they stay with it (it drains them)."""
+    tool = AttachTool(lab, ws.path, covering(servers))
+    clients = []
+    for ns in (ws.guest, ws.ws):
+        c = lab.popen(ns, "/usr/bin/python3", "-c", HOLDING_CLIENT.format(addr=servers["cov4"], port=PORT),
+                      stdin=subprocess.PIPE, text=True)
+        assert c.stdout.readline().strip() == f"ORIGDST {servers['cov4']} {PORT}"
+        clients.append(c)
+    tool.update(public_policy(([servers["unc4"] + "/32"], [])))
+    assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"])
+    assert reaches_server(lab.tcp_request(ws.ws, servers["cov4"], PORT), servers["cov4"])
+    for c in clients:
+        out, _ = c.communicate("go\n", timeout=15)
+        assert out.strip() == "ECHO ping", out
 
 
 def test_policy_updates_never_let_covered_traffic_leave(lab, ws, servers):

@@ -54,6 +54,7 @@ TEST_CASE("covered TCP is marked and sent to the TCP listener, v4 and v6 in sepa
       "ct direction reply return",
       "fib daddr type local tcp dport { 40000, 40002 } drop",
       "fib daddr type local udp dport 40001 drop",
+      "meta l4proto tcp socket transparent 1 meta mark set 0x6b696201 accept",
       "fib daddr type { local, broadcast, multicast } return",
       "ip daddr { 10.0.0.0/8 } tcp dport { 443 } meta mark set 0x6b696201 tproxy ip to :40000 accept",
       "ip daddr { 10.0.0.0/8 } tcp dport { 443 } drop",
@@ -73,8 +74,9 @@ TEST_CASE("traffic generated inside the namespace is marked so the fwmark rule l
       "type route hook output priority mangle; policy accept;",
       "oif \"lo\" return",
       "ct direction reply return",
+      "ct mark 0x6b696201 meta mark set 0x6b696201 accept",
       "fib daddr type { broadcast, multicast } return",
-      "ip daddr { 10.0.0.0/8 } meta l4proto tcp meta mark set 0x6b696201 accept",
+      "ip daddr { 10.0.0.0/8 } meta l4proto tcp meta mark set 0x6b696201 ct mark set 0x6b696201 accept",
       "ip daddr { 10.0.0.0/8 } meta l4proto != tcp reject with icmpx admin-prohibited",
   };
   CHECK(chain(t, "output") == want);
@@ -131,9 +133,10 @@ TEST_CASE("with resolvers DNS to any address goes to the DNS listeners, before c
       "meta nfproto ipv6 tcp dport 53 meta mark set 0x6b696201 tproxy ip6 to :40002 accept",
       "tcp dport 53 drop",
   };
-  REQUIRE(pre.size() > 3 + dns.size());
-  CHECK(std::vector<std::string>(pre.begin() + 3, pre.begin() + 3 + dns.size()) == dns);
-  CHECK(has(t, "meta l4proto { tcp, udp } th dport 53 meta mark set 0x6b696201 accept"));
+  const size_t at = 6;  // after the lo, reply, listener-guard and socket rules
+  REQUIRE(pre.size() > at + dns.size());
+  CHECK(std::vector<std::string>(pre.begin() + at, pre.begin() + at + dns.size()) == dns);
+  CHECK(has(t, "meta l4proto { tcp, udp } th dport 53 meta mark set 0x6b696201 ct mark set 0x6b696201 accept"));
 }
 
 TEST_CASE("without resolvers DNS is not intercepted") {
@@ -187,7 +190,13 @@ TEST_CASE("isolated with resolvers still intercepts DNS") {
   RulesetPolicy iso{NetworkMode::isolated, {}, true};
   auto t = build_ruleset(params(iso));
   CHECK(has(t, "tproxy ip to :40001"));
-  CHECK(has(t, "meta l4proto { tcp, udp } th dport 53 meta mark set 0x6b696201 accept"));
+  CHECK(has(t, "meta l4proto { tcp, udp } th dport 53 meta mark set 0x6b696201 ct mark set 0x6b696201 accept"));
+}
+
+TEST_CASE("connections already intercepted stay with the agent across updates") {
+  auto t = build_ruleset(params(public_policy({})));
+  CHECK(chain(t, "prerouting")[5] == "meta l4proto tcp socket transparent 1 meta mark set 0x6b696201 accept");
+  CHECK(chain(t, "output")[3] == "ct mark 0x6b696201 meta mark set 0x6b696201 accept");
 }
 
 TEST_CASE("public internet forwards freely: no forward chain") {
