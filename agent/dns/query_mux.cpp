@@ -48,7 +48,7 @@ bool QueryMux::dispatch_to(uint64_t q, Pending& p, size_t resolver, Clock::time_
     p.upstream_id = *id;
     p.deadline = now + options_.attempt_timeout;
     deadlines_.emplace(p.deadline, q);
-    Dispatch d{q, resolver, p.query};
+    Dispatch d{q, resolver, p.query, !p.origin.is_udp()};
     write_id(d.message, *id);
     out.dispatches.push_back(std::move(d));
     return true;

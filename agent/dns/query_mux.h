@@ -43,6 +43,7 @@ struct Dispatch {
   uint64_t query = 0;
   size_t resolver = 0;
   Bytes message;
+  bool guest_tcp = false;  // the guest asked over TCP (it wants an untruncated answer)
 };
 
 // Send `message` to the guest at `origin` (an answer with the guest's ID, or the

@@ -54,7 +54,7 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   }
 
   std::string state() const override {
-    if (fd_ >= 0) return route_.egress ? "associated" : "ready";
+    if (fd_ >= 0) return route_.egress ? "associated (relay " + relay_.to_string() + ")" : "ready";
     return "associating";
   }
 
@@ -101,7 +101,8 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
     if (closed_) return maybe_release();
     if (res < 0) {
       if (res == -EINTR || res == -EAGAIN) return arm_recv();
-      return fail(std::string("recv from ") + route_.resolver.to_string() + ": " + strerror(-res));
+      return fail(std::string("recv from ") + (route_.egress ? "relay " + relay_.to_string() : route_.resolver.to_string()) +
+                  ": " + strerror(-res));
     }
     on_datagram(ByteView(buf_.data(), static_cast<size_t>(res)));
     if (!closed_) arm_recv();
@@ -121,6 +122,7 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   // StreamEvents (the association's control connection).
   void on_stream_ready(const std::optional<SocketAddress>& relay, const SocketAddress&) override {
     if (!relay) return fail("SOCKS5 server gave no relay address");
+    relay_ = *relay;
     if (auto st = open_socket(*relay); !st) return fail(st.error().message);
     std::deque<Bytes> queued;
     queued.swap(queued_);
@@ -152,6 +154,7 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   size_t resolver_;
   StreamRoute route_;
   StreamPtr control_;
+  SocketAddress relay_;
   int fd_ = -1;
   bool recv_in_flight_ = false;
   bool closed_ = false;

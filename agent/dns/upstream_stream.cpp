@@ -8,6 +8,26 @@
 #include <cstring>
 
 namespace kib::dns {
+namespace {
+
+// The request the relay's SOCKS5 client has due (greeting, auth or CONNECT), taken.
+// Written for both forms of its output API while that one settles.
+template <typename C>
+Bytes take_socks_output(C& c) {
+  Bytes out;
+  if constexpr (requires { c.output_due(); }) {
+    if (!c.output_due()) return out;
+    out.resize(C::kMaxOutput);
+    out.resize(c.write_output(out.data()));
+  } else {
+    auto pending = c.pending_output();
+    out.assign(pending.begin(), pending.end());
+  }
+  c.take_output();
+  return out;
+}
+
+}  // namespace
 
 void StreamCloser::operator()(UpstreamStream* s) const { s->close(); }
 
@@ -113,10 +133,8 @@ void UpstreamStream::start_socks() {
   sockaddr_storage dst;
   route_.resolver.to_sockaddr(dst);
   socks_ = std::make_unique<relay::Socks5Client>(route_.egress->credentials, reinterpret_cast<sockaddr*>(&dst));
-  auto greeting = socks_->start();
-  Bytes g(greeting.begin(), greeting.end());
-  socks_->take_output();
-  send_plain(g);
+  socks_->start();
+  send_plain(take_socks_output(*socks_));
 }
 
 void UpstreamStream::drive_tls() {
@@ -221,9 +239,9 @@ void UpstreamStream::on_plaintext(ByteView data) {
     data = data.subspan(used);
     if (socks_->state() == relay::Socks5Client::State::failed)
       return fail(std::string("socks5: ") + std::string(relay::socks5_failure_name(socks_->failure())));
+    Bytes next = take_socks_output(*socks_);
     if (socks_->state() == relay::Socks5Client::State::connect && route_.udp_associate) {
       // Greeting and auth are done: the client's CONNECT is replaced by ASSOCIATE.
-      socks_->take_output();
       // The datagrams' source is not known yet (the UDP socket's family follows the
       // relay address): "the client MUST use a port number and address of all zeros".
       SocketAddress zeros;
@@ -231,12 +249,7 @@ void UpstreamStream::on_plaintext(ByteView data) {
       phase_ = Phase::associate;
       send_plain(encode_udp_associate_request(zeros));
     } else {
-      auto out = socks_->pending_output();
-      if (!out.empty()) {
-        Bytes next(out.begin(), out.end());
-        socks_->take_output();
-        send_plain(next);
-      }
+      if (!next.empty()) send_plain(next);
       if (socks_->state() == relay::Socks5Client::State::done) {
         become_ready(std::nullopt);
         if (!data.empty() && phase_ == Phase::ready) events_->on_stream_data(data);

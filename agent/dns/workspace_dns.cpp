@@ -118,17 +118,21 @@ void WorkspaceDns::submit(const GuestOrigin& origin, ByteView query) {
 
 // ---- upstream side ----
 
-WorkspaceDns::Slot* WorkspaceDns::active_slot(size_t resolver) {
-  for (auto& [token, slot] : slots_)
-    if (slot.resolver == resolver && slot.drain_deadline_ms == 0) return &slot;
+WorkspaceDns::Slot* WorkspaceDns::active_slot(size_t resolver, bool tcp, uint64_t* token) {
+  for (auto& [t, slot] : slots_) {
+    if (slot.resolver == resolver && slot.tcp == tcp && slot.drain_deadline_ms == 0) {
+      *token = t;
+      return &slot;
+    }
+  }
   return nullptr;
 }
 
-Result<uint64_t> WorkspaceDns::open_slot(size_t resolver) {
+Result<uint64_t> WorkspaceDns::open_slot(size_t resolver, bool tcp) {
   const ResolverRoute& r = resolvers_[resolver];
   StreamRoute route;
   route.resolver = r.address;
-  route.udp_associate = !r.tcp && !r.egress_id.empty();
+  route.udp_associate = !tcp && !r.egress_id.empty();
   uint64_t revision = 0;
   if (!r.egress_id.empty()) {
     route.egress = egresses_(r.egress_id);
@@ -140,7 +144,8 @@ Result<uint64_t> WorkspaceDns::open_slot(size_t resolver) {
   slot.resolver = resolver;
   slot.egress_revision = revision;
   slot.last_used_ms = ctx_.loop.now_ms();
-  auto ch = r.tcp ? open_tcp_channel(ctx_, *this, token, route) : open_udp_channel(ctx_, *this, token, route);
+  slot.tcp = tcp;
+  auto ch = tcp ? open_tcp_channel(ctx_, *this, token, route) : open_udp_channel(ctx_, *this, token, route);
   auto it = slots_.find(token);
   if (!ch.ok()) {
     if (it != slots_.end()) slots_.erase(it);
@@ -152,19 +157,17 @@ Result<uint64_t> WorkspaceDns::open_slot(size_t resolver) {
 }
 
 void WorkspaceDns::dispatch(const Dispatch& d) {
-  Slot* slot = active_slot(d.resolver);
+  const bool tcp = uses_tcp(d);
   uint64_t token = 0;
+  Slot* slot = active_slot(d.resolver, tcp, &token);
   if (slot == nullptr) {
-    auto opened = open_slot(d.resolver);
+    auto opened = open_slot(d.resolver, tcp);
     if (!opened.ok()) {
       last_errors_[d.resolver] = opened.error().message;
       return run(mux_->resolver_failed(d.resolver, Clock::now()));
     }
     token = *opened;
     slot = &slots_.at(token);
-  } else {
-    for (auto& [t, s] : slots_)
-      if (&s == slot) token = t;
   }
   slot->last_used_ms = ctx_.loop.now_ms();
   if (auto st = slot->channel->send(d.message); !st.ok()) {
@@ -282,7 +285,7 @@ WorkspaceDnsStatus WorkspaceDns::status() const {
                  (r.egress_id.empty() ? "" : " via " + r.egress_id);
     st.channel = "none";
     for (const auto& [token, slot] : slots_) {
-      if (slot.resolver != i || slot.drain_deadline_ms != 0 || !slot.channel) continue;
+      if (slot.resolver != i || slot.drain_deadline_ms != 0 || !slot.channel || slot.tcp != r.tcp) continue;
       st.channel = slot.channel->state();
       st.egress_revision = slot.egress_revision;
     }

@@ -80,6 +80,7 @@ class WorkspaceDns final : private GuestEvents, private ChannelEvents, private u
     uint64_t egress_revision = 0;
     uint64_t last_used_ms = 0;
     uint64_t drain_deadline_ms = 0;  // 0: the resolver's active channel
+    bool tcp = false;                // DNS over TCP (a tcp resolver, or a udp one's twin)
   };
 
   // GuestEvents
@@ -96,8 +97,12 @@ class WorkspaceDns final : private GuestEvents, private ChannelEvents, private u
   void run(MuxActions actions);
   void dispatch(const Dispatch& d);
   void deliver(const Delivery& d);
-  Slot* active_slot(size_t resolver);
-  Result<uint64_t> open_slot(size_t resolver);
+  // A guest's TCP query to a udp resolver goes over TCP to the same address (through
+  // the same Egress, with CONNECT): a UDP answer could come back truncated, and the
+  // guest already asked over TCP.
+  bool uses_tcp(const Dispatch& d) const { return resolvers_[d.resolver].tcp || d.guest_tcp; }
+  Slot* active_slot(size_t resolver, bool tcp, uint64_t* token);
+  Result<uint64_t> open_slot(size_t resolver, bool tcp);
   void close_slot(uint64_t token);
   void rearm();
   void reset_resolvers(std::vector<ResolverRoute> resolvers);

@@ -82,6 +82,7 @@ class Dnsmasq:
         self.proc = lab.popen(lab.inet, *args)
         for a in addrs:
             labmod.wait_for(lambda a=a: self._answers(a), timeout=10, what=f"dnsmasq on {a}")
+        self.ready_lines = len(self._query_clients())
 
     def _answers(self, addr):
         p = self.lab.run(self.lab.inet, "dig", f"@{addr}", TEST_NAME, "A", "+short", "+time=1",
@@ -89,7 +90,11 @@ class Dnsmasq:
         return TEST_V4 in p.stdout
 
     def clients(self):
-        """The client addresses of the queries logged so far."""
+        """The client addresses of the queries logged since it was ready (the
+        readiness probes from inet itself left out)."""
+        return self._query_clients()[self.ready_lines:]
+
+    def _query_clients(self):
         out = []
         with open(self.log) as f:
             for line in f:
@@ -110,8 +115,9 @@ user.privileged: root
 user.unprivileged: nobody
 client pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 }}
 socks pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 command: connect udpassociate }}
+socks pass {{ from: 0.0.0.0/0 to: ::/0 command: connect udpassociate }}
 socks pass {{ from: 0.0.0.0/0 to: 0.0.0.0/0 command: udpreply }}
-socks pass {{ from: ::/0 to: ::/0 command: udpreply }}
+socks pass {{ from: ::/0 to: 0.0.0.0/0 command: udpreply }}
 """
     fd, path = tempfile.mkstemp(prefix="kib-dante-udp-", suffix=".conf")
     os.write(fd, text.encode())

@@ -44,3 +44,165 @@ def test_udp_resolver_without_egress_answers_dig_over_udp_and_tcp(env):
     # Plain UDP from the host namespace: the upstream sees the host's address.
     assert lab.root_v4 in upstream.clients()
     assert ws.guest_v4 not in upstream.clients()
+
+
+def test_udp_associate_through_dante_on_a_lab_address(env):
+    # dante listens on the socks namespace's lab address, not 127.0.0.1.
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME, tcp=True) == dx.TEST_V4
+    # "The upstream's log shows the queries arriving from the SOCKS server."
+    clients = upstream.clients()
+    assert clients and set(clients) == {lab.socks_inet_v4}, clients
+    assert "associated" in h.status("w0")
+
+
+def test_udp_associate_with_user_password(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1082, user="kibdns", password="s3cret")
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1082 user=kibdns pass=s3cret")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert set(upstream.clients()) == {lab.socks_inet_v4}
+
+
+def test_udp_associate_with_a_wrong_password_fails_and_says_why(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1082, user="kibdns", password="s3cret")
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1082 user=kibdns pass=wrong")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.TEST_V4 not in dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME)
+    assert upstream.clients() == []
+    assert "auth_failed" in h.status("w0")
+
+
+def test_udp_associate_through_dante_behind_stunnel(env):
+    # Control connection over TLS, datagrams in clear to the relay address.
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    d = tempfile.mkdtemp(prefix="kib-dns-tls-")
+    ca = dx.make_tls_peer(lab, d, 1443, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1443 tls ca={ca}")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert set(upstream.clients()) == {lab.socks_inet_v4}
+
+
+def test_tcp_resolver_through_connect(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 tcp:{up4}:53@e1")
+    # A guest UDP query is translated to DNS over TCP and back.
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME, tcp=True) == dx.TEST_V4
+    assert set(upstream.clients()) == {lab.socks_inet_v4}
+
+
+def test_tcp_resolver_without_egress(env):
+    lab, ws, h, upstream, up4, _ = env
+    h.cmd(f"workspace w0 {ws.path} 1 tcp:{up4}:53")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME, tcp=True) == dx.TEST_V4
+
+
+def test_failover_when_the_first_resolver_is_black_holed(env):
+    lab, ws, h, upstream, up4, _ = env
+    hole = lab.internet_v4(66)
+    # Datagrams to the first resolver vanish without an ICMP error.
+    lab.run(lab.inet, "nft", "-f", "-", input=(
+        "table inet kibdnstest {\n chain drop_dns {\n  type filter hook input priority 0;\n"
+        f"  ip daddr {hole} udp dport 53 drop\n }}\n}}\n"))
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{hole}:53 udp:{up4}:53")
+    # The harness's per-resolver timeout is 2 s; dig waits 5 s.
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME, timeout=5) == dx.TEST_V4
+    c = h.counters("w0")
+    assert c["timeouts"] >= 1 and c["failovers"] >= 1, c
+
+
+def test_ipv6_resolver_and_aaaa_over_ipv6(env):
+    lab, ws, h, upstream, _, up6 = env
+    h.cmd(f"workspace w0 {ws.path} 1 udp:[{up6}]:53")
+    v6_asked = lab.internet_v6(0x99)
+    assert dx.dig_short(lab, ws, v6_asked, dx.TEST_NAME, "AAAA") == dx.TEST_V6
+    assert dx.dig_short(lab, ws, v6_asked, dx.TEST_NAME, "AAAA", tcp=True) == dx.TEST_V6
+    assert lab.root_v6 in upstream.clients()
+
+
+def test_ipv6_resolver_through_dante(env):
+    lab, ws, h, upstream, _, up6 = env
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:[{up6}]:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME, "AAAA") == dx.TEST_V6
+    assert set(upstream.clients()) == {lab.socks_inet_v6}
+
+
+@pytest.mark.parametrize("through", ["direct", "associate"])
+def test_edns0_answer_larger_than_512_bytes_arrives_intact(env, through):
+    lab, ws, h, upstream, up4, _ = env
+    suffix = ""
+    if through == "associate":
+        dx.start_dante_udp(lab, 1080)
+        h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+        suffix = "@e1"
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53{suffix}")
+    rc, out = dx.dig(lab, ws, asked(lab), dx.BIG_NAME, "TXT", extra=("+bufsize=1232", "+ignore"))
+    assert rc == 0, out
+    assert " tc" not in out.split("flags:")[1].split(";")[0], out
+    for s in dx.BIG_STRINGS:
+        assert s in out
+    size = int(out.split("MSG SIZE  rcvd: ")[1].split()[0])
+    assert size > 512
+
+
+def test_truncated_answer_makes_the_guest_retry_over_tcp(env):
+    lab, ws, h, upstream, up4, _ = env
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53")
+    # No EDNS0: the upstream's answer is truncated; dig retries over TCP by itself.
+    rc, out = dx.dig(lab, ws, asked(lab), dx.BIG_NAME, "TXT", extra=("+noedns",))
+    assert rc == 0, out
+    assert "Truncated, retrying in TCP mode" in out
+    for s in dx.BIG_STRINGS:
+        assert s in out
+
+
+THOUSAND = r"""
+import os, select, socket, struct, sys, time
+dst, n = sys.argv[1], int(sys.argv[2])
+def query(qid):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in b"test.kib".split(b"."):
+        q += bytes([len(label)]) + label
+    return q + b"\x00" + struct.pack(">HH", 1, 1)
+socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(10)]
+for s in socks:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    s.setblocking(False)
+for i in range(n):
+    socks[i % 10].sendto(query(i), (dst, 53))
+got = set()
+deadline = time.monotonic() + 20
+while len(got) < n and time.monotonic() < deadline:
+    r, _, _ = select.select(socks, [], [], 0.5)
+    for s in r:
+        while True:
+            try:
+                data, src = s.recvfrom(4096)
+            except BlockingIOError:
+                break
+            qid = struct.unpack(">H", data[:2])[0]
+            if src[0] == dst and src[1] == 53 and qid % 10 == socks.index(s):
+                got.add(qid)
+print(len(got))
+"""
+
+
+def test_a_thousand_queries_in_flight_all_answered(env):
+    lab, ws, h, upstream, up4, _ = env
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53")
+    p = lab.run(ws.guest, dx.labmod.PYTHON, "-c", THOUSAND, asked(lab), 1000, timeout=60)
+    assert p.stdout.strip() == "1000", (p.stdout, h.status("w0"))
