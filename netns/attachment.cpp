@@ -79,6 +79,13 @@ Status Attachment::detach() {
   return {};
 }
 
+Status Attachment::check() const {
+  if (!ns_.alive()) return make_error(Code::failed_precondition, "network namespace " + ns_.path() + " is gone");
+  auto listed = run_nft(ns_.fd(), std::string("list table inet ") + kTableName);
+  if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
+  return check_policy_routing(ns_.fd(), routing());
+}
+
 Listeners Attachment::take_listeners() {
   Listeners out = std::move(listeners_);
   listeners_ = Listeners{};

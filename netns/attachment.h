@@ -60,6 +60,11 @@ class Attachment {
   // Idempotent.
   Status detach();
 
+  // Whether the kernel still enforces what was installed: failed_precondition naming
+  // what is missing (the namespace is gone, the table, a rule or a route was removed
+  // behind the agent's back). update() with the same policy reinstalls the table.
+  Status check() const;
+
   // Moves the listener fds to the caller (the data plane); ports() stays valid.
   Listeners take_listeners();
   TproxyPorts ports() const { return ports_; }

@@ -115,7 +115,53 @@ Status remove_family(nl_sock* sk, int family, const RoutingParams& p) {
   return {};
 }
 
+using CacheObj = std::unique_ptr<nl_cache, Deleter<nl_cache_free>>;
+
+bool has_rule(nl_cache* rules, int family, const RoutingParams& p) {
+  for (nl_object* o = nl_cache_get_first(rules); o; o = nl_cache_get_next(o)) {
+    auto* r = reinterpret_cast<rtnl_rule*>(o);
+    if (rtnl_rule_get_family(r) == family && rtnl_rule_get_prio(r) == p.priority &&
+        rtnl_rule_get_mark(r) == p.mark && rtnl_rule_get_table(r) == p.table &&
+        rtnl_rule_get_action(r) == FR_ACT_TO_TBL)
+      return true;
+  }
+  return false;
+}
+
+bool has_local_default(nl_cache* routes, int family, const RoutingParams& p) {
+  for (nl_object* o = nl_cache_get_first(routes); o; o = nl_cache_get_next(o)) {
+    auto* r = reinterpret_cast<rtnl_route*>(o);
+    nl_addr* dst = rtnl_route_get_dst(r);
+    if (rtnl_route_get_family(r) == family && rtnl_route_get_table(r) == p.table &&
+        rtnl_route_get_type(r) == RTN_LOCAL && dst && nl_addr_get_prefixlen(dst) == 0)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+Status check_policy_routing(int ns_fd, const RoutingParams& params) {
+  return run_in_netns_void(ns_fd, [&]() -> Status {
+    auto sk = connect_route_socket();
+    if (!sk.ok()) return std::move(sk).error();
+    nl_cache* raw = nullptr;
+    if (int err = rtnl_rule_alloc_cache(sk->get(), AF_UNSPEC, &raw); err < 0) return nl_error("list rules", err);
+    CacheObj rules(raw);
+    raw = nullptr;
+    // ROUTE_CACHE_CONTENT: every table, not only main.
+    if (int err = rtnl_route_alloc_cache(sk->get(), AF_UNSPEC, ROUTE_CACHE_CONTENT, &raw); err < 0)
+      return nl_error("list routes", err);
+    CacheObj routes(raw);
+    for (int family : {AF_INET, AF_INET6}) {
+      if (!has_rule(rules.get(), family, params))
+        return make_error(Code::failed_precondition, std::string("fwmark rule missing (") + family_name(family) + ")");
+      if (!has_local_default(routes.get(), family, params))
+        return make_error(Code::failed_precondition, std::string("local route missing (") + family_name(family) + ")");
+    }
+    return {};
+  });
+}
 
 Status install_policy_routing(int ns_fd, const RoutingParams& params) {
   return run_in_netns_void(ns_fd, [&]() -> Status {

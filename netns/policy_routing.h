@@ -20,6 +20,10 @@ struct RoutingParams {
 // present). Idempotent.
 Status install_policy_routing(int ns_fd, const RoutingParams& params);
 
+// failed_precondition when the fwmark rule or the local route of either family is
+// missing (someone flushed them): what the kernel enforces is not what we installed.
+Status check_policy_routing(int ns_fd, const RoutingParams& params);
+
 // Removes exactly what install_policy_routing added (not lo's state). Idempotent.
 Status remove_policy_routing(int ns_fd, const RoutingParams& params);
 

@@ -17,6 +17,7 @@ removed at interpreter exit if a test dies first:
         ok, data = lab.tcp_request(ws.guest, lab.internet_v4(10), 8080)
 """
 import atexit
+import fcntl
 import os
 import signal
 import socket
@@ -106,8 +107,12 @@ class Lab:
     def __enter__(self):
         atexit.register(self.close)
         try:
-            self._choose_x()
-            self._build_core()
+            # Labs started at the same moment by other test processes must not pick
+            # the same X before either has claimed it with its root-side address.
+            with open("/run/kibotos-lab.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self._choose_x()
+                self._build_core()
         except BaseException:
             self.close()
             raise

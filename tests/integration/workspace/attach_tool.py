@@ -34,6 +34,10 @@ def isolated_policy(resolvers=False):
     return policy
 
 
+def remove_stale(ns_path):
+    subprocess.run([TOOL, "--remove-stale", ns_path], check=True, capture_output=True, timeout=30)
+
+
 class AttachTool:
     def __init__(self, lab, ns_path, policy, loops=1, pause_after_prepare=False):
         flags = ["--pause-after-prepare"] if pause_after_prepare else []
@@ -57,6 +61,10 @@ class AttachTool:
         self.proc.stdin.write("continue\n")
         self.proc.stdin.flush()
         self._ready()
+
+    def check(self):
+        """'ok' or what the kernel no longer enforces."""
+        return self.command("check", "CHECK").split(" ", 1)[1]
 
     def namespace_alive(self):
         return self.command("alive", "ALIVE") == "ALIVE 1"

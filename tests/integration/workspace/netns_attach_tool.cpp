@@ -12,7 +12,11 @@
 // "ORIGDST ORIG_IP ORIG_PORT\n" (DNS from a transparent reply socket bound to the
 // original destination). TCP connections are then held and echo "ECHO <data>" until
 // the peer closes. Commands on stdin: "update POLICY_JSON", "detach", "alive"
-// (prints "ALIVE 1" or "ALIVE 0").
+// (prints "ALIVE 1" or "ALIVE 0"), "check" ("CHECK ok" or "CHECK <what is missing>").
+//
+//   netns-attach-tool --remove-stale NETNS_PATH
+//
+// removes a table, rules and routes left behind (Attachment::remove_stale) and exits.
 #include <arpa/inet.h>
 #include <google/protobuf/util/json_util.h>
 #include <netinet/in.h>
@@ -124,6 +128,11 @@ bool handle_command(const std::string& line, Attachment& a) {
     say(st.ok() ? "DETACHED" : "ERROR " + st.error().message);
     return false;
   }
+  if (line == "check") {
+    auto st = a.check();
+    say(st.ok() ? "CHECK ok" : "CHECK " + st.error().message);
+    return true;
+  }
   if (line == "alive") {
     say(std::string("ALIVE ") + (a.namespace_alive() ? "1" : "0"));
     return true;
@@ -144,6 +153,11 @@ int main(int argc, char** argv) {
   unsigned loops = 1;
   bool pause = false;
   int i = 1;
+  if (argc == 3 && std::string(argv[1]) == "--remove-stale") {
+    auto st = Attachment::remove_stale(argv[2], AttachParams{});
+    if (!st.ok()) std::cerr << "remove-stale: " << st.error().message << "\n";
+    return st.ok() ? 0 : 1;
+  }
   for (; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--loops" && i + 1 < argc) {

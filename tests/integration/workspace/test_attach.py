@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from attach_tool import MARK, ROUTE_TABLE, AttachTool, isolated_policy, public_policy
+from attach_tool import MARK, ROUTE_TABLE, AttachTool, isolated_policy, public_policy, remove_stale
 from lab import wait_for
 
 PORT = 8080
@@ -172,6 +172,7 @@ def test_a_deleted_namespace_is_reported_not_alive(lab, ws, servers):
     lab.run(ws.guest, "true")
     lab._ip(None, "netns", "del", ws.ws)
     assert not tool.namespace_alive()
+    assert "is gone" in tool.check()
 
 
 def test_reattach_after_a_crash_replaces_the_stale_table_and_rules(lab, ws, servers):
@@ -192,6 +193,30 @@ def test_detach_leaves_the_namespace_exactly_as_before(lab, ws, servers):
     tool.detach()
     assert lab.kernel_state(ws.ws) == before
     assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"])
+
+
+def test_remove_stale_clears_what_a_crashed_agent_left(lab, ws, servers):
+    before = lab.kernel_state(ws.ws)
+    AttachTool(lab, ws.path, covering(servers, resolvers=True)).kill()
+    assert lab.kernel_state(ws.ws) != before
+    remove_stale(ws.path)
+    assert lab.kernel_state(ws.ws) == before
+    remove_stale(ws.path)  # idempotent
+    assert reaches_server(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"])
+
+
+def test_check_reports_what_the_kernel_no_longer_enforces(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers))
+    assert tool.check() == "ok"
+    lab.run(ws.ws, "nft", "delete", "table", "inet", "kibotos")
+    assert "table missing" in tool.check()
+    tool.update(covering(servers))  # reinstalls the table
+    assert tool.check() == "ok"
+    lab.run(ws.ws, "ip", "-6", "rule", "del", "fwmark", hex(MARK), "lookup", str(ROUTE_TABLE))
+    assert "fwmark rule missing (ipv6)" in tool.check()
+    lab.run(ws.ws, "ip", "-6", "rule", "add", "fwmark", hex(MARK), "lookup", str(ROUTE_TABLE), "priority", "100")
+    lab.run(ws.ws, "ip", "route", "del", "local", "default", "dev", "lo", "table", str(ROUTE_TABLE))
+    assert "local route missing (ipv4)" in tool.check()
 
 
 def test_update_swaps_the_policy(lab, ws, servers):
