@@ -302,3 +302,41 @@ TEST_CASE("GetAgent: version, features, uptime and counts from the store and the
   CHECK(r->agent().draining_connections() == 3);
   CHECK(r->agent().uptime().seconds() >= 0);
 }
+
+TEST_CASE("UpdateNetworkPolicy: expected_revision is required; drain_seconds 0 to 3600, absent 600") {
+  Harness h;
+  std::string eg = egress(h);
+  auto w = must_create(h, isolated());
+  CHECK(code_of(h.update_policy(w.workspace_id(), 0, through(eg))) == Code::invalid_argument);
+  ctrl::UpdateNetworkPolicyRequest r;
+  r.set_command_id("drain-too-long");
+  r.set_workspace_id(w.workspace_id());
+  r.set_expected_revision(1);
+  *r.mutable_network_policy() = through(eg);
+  r.set_drain_seconds(3601);
+  auto path = "kibotos.ctrl.v1.WorkspaceService/UpdateNetworkPolicy";
+  CHECK(code_of(h.call<ctrl::UpdateNetworkPolicyResponse>(path, r)) == Code::invalid_argument);
+  h.runtime.clear();
+  r.set_command_id("drain-ok");
+  r.set_drain_seconds(0);
+  REQUIRE(h.call<ctrl::UpdateNetworkPolicyResponse>(path, r).ok());
+  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
+                                                       " r2 drain 0"});
+}
+
+TEST_CASE("CreateWorkspace: a retry with the same command ID returns the first Workspace, not a second one") {
+  Harness h;
+  ctrl::CreateWorkspaceRequest r;
+  r.set_command_id("ws-once");
+  r.set_netns(kNetns);
+  *r.mutable_network_policy() = isolated();
+  auto path = "kibotos.ctrl.v1.WorkspaceService/CreateWorkspace";
+  auto first = h.call<ctrl::CreateWorkspaceResponse>(path, r);
+  REQUIRE(first.ok());
+  h.reopen();
+  h.runtime.clear();
+  auto again = h.call<ctrl::CreateWorkspaceResponse>(path, r);
+  REQUIRE(again.ok());
+  CHECK(again->workspace().workspace_id() == first->workspace().workspace_id());
+  CHECK(h.runtime.events().empty());
+}
