@@ -2,12 +2,14 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 namespace kib::uring {
 
-Result<std::unique_ptr<BufferRing>> BufferRing::create(io_uring* ring, uint16_t group_id, uint32_t count, uint32_t size) {
+Result<std::unique_ptr<BufferRing>> BufferRing::create(io_uring* ring, uint16_t group_id, uint32_t count,
+                                                       uint32_t size, uint32_t posted) {
   if (count == 0 || count > 32768 || (count & (count - 1)) != 0)
     return Error{Code::invalid_argument, "buffer ring size must be a power of two <= 32768"};
   std::unique_ptr<BufferRing> b(new BufferRing());
@@ -38,11 +40,10 @@ Result<std::unique_ptr<BufferRing>> BufferRing::create(io_uring* ring, uint16_t 
     return Error{Code::failed_precondition, std::string("io_uring_register_buf_ring: ") + strerror(-rc)};
   }
   io_uring_buf_ring_init(b->br_);
-  int mask = io_uring_buf_ring_mask(count);
-  for (uint32_t i = 0; i < count; ++i)
-    io_uring_buf_ring_add(b->br_, b->data(static_cast<uint16_t>(i)), size, static_cast<uint16_t>(i), mask,
-                          static_cast<int>(i));
-  io_uring_buf_ring_advance(b->br_, static_cast<int>(count));
+  b->level_ = std::max(1u, std::min(posted, count));
+  b->free_.reserve(count);
+  for (uint32_t i = count; i > 0; --i) b->free_.push_back(static_cast<uint16_t>(i - 1));
+  b->top_up();
   return b;
 }
 
@@ -52,10 +53,28 @@ BufferRing::~BufferRing() {
   if (base_ != nullptr) munmap(base_, base_bytes_);
 }
 
+void BufferRing::top_up() {
+  int mask = io_uring_buf_ring_mask(count_);
+  int added = 0;
+  while (posted_ < level_ && !free_.empty()) {
+    uint16_t bid = free_.back();
+    free_.pop_back();
+    io_uring_buf_ring_add(br_, data(bid), size_, bid, mask, added++);
+    ++posted_;
+  }
+  if (added > 0) io_uring_buf_ring_advance(br_, added);
+}
+
+void BufferRing::note_picked() {
+  ++outstanding_;
+  --posted_;
+  top_up();
+}
+
 void BufferRing::give_back(uint16_t bid) {
-  io_uring_buf_ring_add(br_, data(bid), size_, bid, io_uring_buf_ring_mask(count_), 0);
-  io_uring_buf_ring_advance(br_, 1);
+  free_.push_back(bid);
   --outstanding_;
+  top_up();
 }
 
 }  // namespace kib::uring

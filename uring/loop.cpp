@@ -32,7 +32,7 @@ Result<std::unique_ptr<Loop>> Loop::create(const LoopOptions& opts) {
   int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (efd < 0) return Error{Code::resource_exhausted, std::string("eventfd: ") + strerror(errno)};
   l->event_fd_.reset(efd);
-  auto br = BufferRing::create(&l->ring_, 0, opts.buffer_count, opts.buffer_size);
+  auto br = BufferRing::create(&l->ring_, 0, opts.buffer_count, opts.buffer_size, opts.buffers_posted);
   if (!br.ok()) return std::move(br).error();
   l->buffers_ = std::move(br.value());
   l->arm_wakeup();

@@ -182,7 +182,7 @@ void Worker::apply_workspace(WorkspacePlanPtr plan, std::shared_ptr<UniqueFd> v4
       // "connections the new policy no longer routes through the same Egress drain"
       for (auto* c = slot->head; c != nullptr;) {
         auto* next = c->next;
-        const auto& d = c->original_dst();
+        const auto d = c->original_dst();
         auto ip = policy::IpAddress::from_sockaddr(&d.sa);
         uint16_t port = ntohs(d.sa.sa_family == AF_INET6 ? d.v6.sin6_port : d.v4.sin_port);
         auto idx = plan->routes.match(ip, port);
@@ -258,7 +258,7 @@ void Worker::on_accept(LoopWorkspace& ws, int fd) {
     es.set_error("egress " + egress_id + " is not published to the data plane");
     return reset_and_close(fd);
   }
-  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, fd, dst, eit->second);
+  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, fd, eit->second);
   c->owner_context = &ws;
   c->next = ws.head;
   if (ws.head != nullptr) ws.head->prev = c;

@@ -47,14 +47,21 @@ SocketAddress to_socket_address(const policy::IpAddress& ip, uint16_t port) {
 }  // namespace
 
 RelayConnection::RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts,
-                                 int guest_fd, const SocketAddress& original_dst, DialTargetPtr target)
+                                 int guest_fd, DialTargetPtr target)
     : loop_(loop),
       obs_(obs),
       timeouts_(timeouts),
       target_(std::move(target)),
       timer_(this),
-      dst_(original_dst),
       guest_fd_(guest_fd) {}
+
+SocketAddress RelayConnection::original_dst() const {
+  // TPROXY keeps the guest's original destination as the accepted socket's address.
+  SocketAddress a{};
+  socklen_t len = sizeof a;
+  if (getsockname(guest_fd_, &a.sa, &len) != 0) a.sa.sa_family = AF_UNSPEC;
+  return a;
+}
 
 RelayConnection::~RelayConnection() {
   if (guest_fd_ >= 0) ::close(guest_fd_);
@@ -62,7 +69,8 @@ RelayConnection::~RelayConnection() {
 }
 
 void RelayConnection::start() {
-  hs_ = std::make_unique<Handshake>(target_->credentials, &dst_.sa);
+  SocketAddress dst = original_dst();
+  hs_ = std::make_unique<Handshake>(target_->credentials, &dst.sa);
   last_activity_ = loop_.now_ms();
   const auto& ep = target_->endpoint;
   if (ep.ip) {
@@ -144,14 +152,21 @@ void RelayConnection::drive_tls_handshake() {
 
 void RelayConnection::begin_socks() {
   phase_ = Phase::socks;
-  std::string_view greeting = hs_->socks.start();
-  if (tls_) {
-    if (tls_->write(reinterpret_cast<const uint8_t*>(greeting.data()), greeting.size()) != TlsSession::Io::ok)
-      return dial_failed(tls_->last_error());
-    hs_->socks.take_output();
-  }
+  hs_->socks.start();
+  if (tls_ && !socks_output_into_tls()) return;
   pump_to_up();
   arm_recv(kUp);
+}
+
+// Inside TLS the request goes through SSL_write (copied into the write BIO).
+bool RelayConnection::socks_output_into_tls() {
+  if (!hs_->socks.output_due()) return true;
+  uint8_t buf[Socks5Client::kMaxOutput];
+  size_t n = hs_->socks.write_output(buf);
+  hs_->socks.take_output();
+  if (tls_->write(buf, n) == TlsSession::Io::ok) return true;
+  dial_failed(tls_->last_error());
+  return false;
 }
 
 void RelayConnection::enter_relay() {
@@ -217,7 +232,9 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
     return maybe_release();
   }
   if (res == -ENOBUFS) {
-    // The loop's buffers are all in flight: wait for one to come back.
+    // The ring ran dry in a burst: re-arm once it was topped up, else wait for a
+    // buffer to come back.
+    if (loop_.buffers().posted() > 0) return arm_recv(side);
     flow_[side].need_buffer = true;
     loop_.wait_for_buffer(*this);
     return;
@@ -311,12 +328,7 @@ void RelayConnection::feed_socks(uint8_t* data, uint32_t len, int32_t bid, uint8
     default: break;
   }
   drop();
-  std::string_view out = hs_->socks.pending_output();
-  if (!out.empty() && tls_) {
-    if (tls_->write(reinterpret_cast<const uint8_t*>(out.data()), out.size()) != TlsSession::Io::ok)
-      return dial_failed(tls_->last_error());
-    hs_->socks.take_output();
-  }
+  if (tls_ && !socks_output_into_tls()) return;
   pump_to_up();
   if (tls_) return read_socks_reply_tls();
   arm_recv(kUp);
@@ -331,12 +343,36 @@ void RelayConnection::on_send(int side, int32_t res) {
   }
   f.off += static_cast<uint32_t>(res);
   f.len -= static_cast<uint32_t>(res);
-  if (f.len == 0) {
-    if (phase_ != Phase::relaying && !tls_ && side == kUp) hs_->socks.take_output();
-    release_flow_buffer(f);
-  }
+  if (f.len == 0) release_flow_buffer(f);
   if (side == kUp) pump_to_up();
   else pump_to_guest();
+}
+
+// A SOCKS request is a few hundred bytes on a socket whose send buffer is empty: a
+// direct non-blocking send() nearly always takes it whole, with no buffer held and
+// no extra completion. What it does not take is staged in a pool buffer.
+bool RelayConnection::send_socks_request() {
+  uint8_t buf[Socks5Client::kMaxOutput];
+  size_t n = hs_->socks.write_output(buf);
+  hs_->socks.take_output();
+  ssize_t w = ::send(up_fd_, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+    dial_failed(errno_text("endpoint send", errno));
+    return false;
+  }
+  size_t sent = w > 0 ? static_cast<size_t>(w) : 0;
+  if (sent == n) return true;
+  Flow& f = flow_[kGuest];
+  f.pooled = loop_.pool().take();
+  if (f.pooled == nullptr) {
+    dial_failed("out of memory");
+    return false;
+  }
+  std::memcpy(f.pooled, buf + sent, n - sent);
+  f.data = f.pooled;
+  f.off = 0;
+  f.len = static_cast<uint32_t>(n - sent);
+  return true;
 }
 
 // Moves pending bytes toward the endpoint; when none are left, re-arms the guest
@@ -344,11 +380,8 @@ void RelayConnection::on_send(int side, int32_t res) {
 void RelayConnection::pump_to_up() {
   if (in_flight(kUpSend) || phase_ == Phase::closing) return;
   Flow& f = flow_[kGuest];
-  if (f.len == 0 && phase_ != Phase::relaying && !tls_) {
-    std::string_view out = hs_->socks.pending_output();
-    f.data = reinterpret_cast<uint8_t*>(const_cast<char*>(out.data()));
-    f.off = 0;
-    f.len = static_cast<uint32_t>(out.size());
+  if (f.len == 0 && phase_ != Phase::relaying && !tls_ && hs_->socks.output_due()) {
+    if (!send_socks_request()) return;
   }
   if (f.len == 0 && tls_ && tls_->pending_out() > 0) {
     if (f.pooled == nullptr) f.pooled = loop_.pool().take();

@@ -54,8 +54,10 @@ class RelayConnection final : private uring::Completion,
                               private uring::TimerHandler,
                               private uring::BufferWaiter {
  public:
+  // guest_fd: an accepted TPROXY socket (its local address is the original
+  // destination); owned from here on.
   RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts, int guest_fd,
-                  const SocketAddress& original_dst, DialTargetPtr target);
+                  DialTargetPtr target);
   ~RelayConnection();
   RelayConnection(const RelayConnection&) = delete;
   RelayConnection& operator=(const RelayConnection&) = delete;
@@ -72,7 +74,7 @@ class RelayConnection final : private uring::Completion,
   bool closing() const { return phase_ == Phase::closing; }
   bool established() const { return phase_ == Phase::relaying; }
   const DialTarget& target() const { return *target_; }
-  const SocketAddress& original_dst() const { return dst_; }
+  SocketAddress original_dst() const;
 
   // Owner's intrusive list and context.
   RelayConnection* prev = nullptr;
@@ -109,6 +111,8 @@ class RelayConnection final : private uring::Completion,
   void connect_next();
   void on_connected(int32_t res);
   void begin_socks();
+  bool socks_output_into_tls();
+  bool send_socks_request();
   void enter_relay();
   void on_recv(int side, int32_t res, uint32_t flags);
   void on_send(int side, int32_t res);
@@ -136,7 +140,6 @@ class RelayConnection final : private uring::Completion,
   std::unique_ptr<TlsSession> tls_;
   uring::Timer timer_;
   Flow flow_[2];  // flow_[kGuest]: guest -> up; flow_[kUp]: up -> guest
-  SocketAddress dst_;
   uint64_t phase_deadline_ = 0;
   uint64_t drain_deadline_ = 0;
   uint64_t last_activity_ = 0;

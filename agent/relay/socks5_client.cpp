@@ -1,7 +1,6 @@
 #include "agent/relay/socks5_client.h"
 
-#include <netinet/in.h>
-
+#include <algorithm>
 #include <cstring>
 
 namespace kib::relay {
@@ -15,6 +14,11 @@ constexpr uint8_t kCmdConnect = 1;
 constexpr uint8_t kAtypV4 = 1;
 constexpr uint8_t kAtypDomain = 3;
 constexpr uint8_t kAtypV6 = 4;
+
+uint8_t* put(uint8_t* p, const void* src, size_t n) {
+  std::memcpy(p, src, n);
+  return p + n;
+}
 }  // namespace
 
 std::string_view socks5_failure_name(Socks5Failure f) {
@@ -41,67 +45,41 @@ Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst) 
   std::memcpy(&dst_, dst, dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
 }
 
-void Socks5Client::put(const void* p, size_t n) {
-  std::memcpy(out_.data() + out_len_, p, n);
-  out_len_ += n;
-}
-
-std::string_view Socks5Client::start() {
-  out_len_ = 0;
-  if (creds_.username.empty()) {
-    const uint8_t g[] = {kVersion, 1, kMethodNoAuth};
-    put(g, sizeof g);
-  } else {
-    // Offer only user/password: a server accepting no-auth would skip the
-    // credentials the operator configured.
-    const uint8_t g[] = {kVersion, 1, kMethodUserPass};
-    put(g, sizeof g);
-  }
-  return pending_output();
-}
-
-void Socks5Client::build_auth() {
-  const uint8_t ulen = static_cast<uint8_t>(creds_.username.size());
-  const uint8_t plen = static_cast<uint8_t>(creds_.password.size());
-  put(&kAuthVersion, 1);
-  put(&ulen, 1);
-  put(creds_.username.data(), ulen);
-  put(&plen, 1);
-  put(creds_.password.data(), plen);
-}
-
-void Socks5Client::build_connect() {
-  const uint8_t head[] = {kVersion, kCmdConnect, 0};
-  put(head, sizeof head);
-  if (dst_.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&dst_);
-    put(&kAtypV6, 1);
-    put(&a->sin6_addr, 16);
-    put(&a->sin6_port, 2);
-  } else {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&dst_);
-    put(&kAtypV4, 1);
-    put(&a->sin_addr, 4);
-    put(&a->sin_port, 2);
-  }
-}
-
-// Bytes the current message needs, given what has arrived so far.
-size_t Socks5Client::need_for_state() const {
+size_t Socks5Client::write_output(uint8_t* buf) const {
+  uint8_t* p = buf;
   switch (state_) {
-    case State::greeting:
-    case State::auth: return 2;
-    case State::connect: {
-      if (in_len_ < 5) return 5;
-      switch (in_[3]) {
-        case kAtypV4: return 4 + 4 + 2;
-        case kAtypV6: return 4 + 16 + 2;
-        case kAtypDomain: return 4 + 1 + in_[4] + 2;
-        default: return 5;  // malformed; judged in on_message
-      }
+    case State::greeting: {
+      // Offer only what is configured: a server accepting no-auth would otherwise
+      // skip the credentials the operator set.
+      const uint8_t g[] = {kVersion, 1, creds_.username.empty() ? kMethodNoAuth : kMethodUserPass};
+      p = put(p, g, sizeof g);
+      break;
     }
-    default: return 0;
+    case State::auth: {
+      *p++ = kAuthVersion;
+      *p++ = static_cast<uint8_t>(creds_.username.size());
+      p = put(p, creds_.username.data(), creds_.username.size());
+      *p++ = static_cast<uint8_t>(creds_.password.size());
+      p = put(p, creds_.password.data(), creds_.password.size());
+      break;
+    }
+    case State::connect: {
+      const uint8_t head[] = {kVersion, kCmdConnect, 0};
+      p = put(p, head, sizeof head);
+      if (dst_.v6.sin6_family == AF_INET6) {
+        *p++ = kAtypV6;
+        p = put(p, &dst_.v6.sin6_addr, 16);
+        p = put(p, &dst_.v6.sin6_port, 2);
+      } else {
+        *p++ = kAtypV4;
+        p = put(p, &dst_.v4.sin_addr, 4);
+        p = put(p, &dst_.v4.sin_port, 2);
+      }
+      break;
+    }
+    default: break;
   }
+  return static_cast<size_t>(p - buf);
 }
 
 void Socks5Client::fail(Socks5Failure f) {
@@ -112,50 +90,59 @@ void Socks5Client::fail(Socks5Failure f) {
 size_t Socks5Client::feed(const uint8_t* data, size_t len) {
   size_t used = 0;
   while (used < len && (state_ == State::greeting || state_ == State::auth || state_ == State::connect)) {
-    size_t need = need_for_state();
-    size_t take = std::min(need - in_len_, len - used);
-    std::memcpy(in_.data() + in_len_, data + used, take);
-    in_len_ += take;
+    size_t take = std::min<size_t>(need_ - have_, len - used);
+    for (size_t i = 0; i < take && have_ + i < sizeof head_; ++i) head_[have_ + i] = data[used + i];
+    have_ = static_cast<uint16_t>(have_ + take);
     used += take;
-    // A CONNECT reply's length is known only after its 5th byte: recompute.
-    if (state_ == State::connect && in_len_ == 5 && in_[3] != kAtypV4 && in_[3] != kAtypV6 &&
-        in_[3] != kAtypDomain) {
-      on_message();
-      break;
+    // A CONNECT reply's length is known from its ATYP (4th byte) and, for a
+    // domain, the 5th.
+    if (state_ == State::connect && have_ == 5 && need_ == 5) {
+      if (head_[1] != 0 || head_[0] != kVersion) {
+        on_message();
+        break;
+      }
+      switch (head_[3]) {
+        case kAtypV4: need_ = 4 + 4 + 2; break;
+        case kAtypV6: need_ = 4 + 16 + 2; break;
+        case kAtypDomain: need_ = static_cast<uint16_t>(4 + 1 + head_[4] + 2); break;
+        default: on_message(); return used;
+      }
     }
-    if (in_len_ == need_for_state()) on_message();
+    if (have_ == need_) on_message();
   }
   return used;
 }
 
 void Socks5Client::on_message() {
   const State s = state_;
-  in_len_ = 0;
-  if (in_[0] != (s == State::auth ? kAuthVersion : kVersion)) {
+  have_ = 0;
+  need_ = 2;
+  if (head_[0] != (s == State::auth ? kAuthVersion : kVersion)) {
     return fail(s == State::auth ? Socks5Failure::malformed_reply : Socks5Failure::bad_version);
   }
   switch (s) {
     case State::greeting:
-      if (in_[1] == kMethodNoAuth && creds_.username.empty()) {
+      if (head_[1] == kMethodNoAuth && creds_.username.empty()) {
         state_ = State::connect;
-        build_connect();
-      } else if (in_[1] == kMethodUserPass && !creds_.username.empty()) {
+      } else if (head_[1] == kMethodUserPass && !creds_.username.empty()) {
         state_ = State::auth;
-        build_auth();
       } else {
-        fail(Socks5Failure::no_acceptable_method);
+        return fail(Socks5Failure::no_acceptable_method);
       }
+      output_due_ = true;
+      if (state_ == State::connect) need_ = 5;
       return;
     case State::auth:
-      if (in_[1] != 0) return fail(Socks5Failure::auth_failed);
+      if (head_[1] != 0) return fail(Socks5Failure::auth_failed);
       state_ = State::connect;
-      build_connect();
+      need_ = 5;
+      output_due_ = true;
       return;
     case State::connect: {
-      const uint8_t rep = in_[1];
+      const uint8_t rep = head_[1];
       if (rep >= 1 && rep <= 8) return fail(static_cast<Socks5Failure>(rep));
       if (rep != 0) return fail(Socks5Failure::unknown_reply_code);
-      if (in_[2] != 0 || (in_[3] != kAtypV4 && in_[3] != kAtypV6 && in_[3] != kAtypDomain))
+      if (head_[2] != 0 || (head_[3] != kAtypV4 && head_[3] != kAtypV6 && head_[3] != kAtypDomain))
         return fail(Socks5Failure::malformed_reply);
       state_ = State::done;
       return;

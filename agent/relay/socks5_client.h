@@ -1,10 +1,12 @@
 #pragma once
 // The SOCKS5 client side of one connection (RFC 1928 CONNECT, RFC 1929 user/password)
 // as a pure state machine: bytes in, bytes out, an outcome. No sockets, so every
-// step, partial input and reply code is unit-tested directly.
+// step, partial input and reply code is unit-tested directly. Small on purpose (it
+// lives in every connection being dialed): replies are parsed as they stream in,
+// requests are written into the caller's buffer.
+#include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,40 +43,43 @@ struct Socks5Credentials {
 class Socks5Client {
  public:
   enum class State : uint8_t { greeting, auth, connect, done, failed };
+  // Largest request: RFC 1929 (3 + 255 + 255).
+  static constexpr size_t kMaxOutput = 513;
 
   // dst: the original destination (AF_INET or AF_INET6), sent as ATYP 1 or 4.
+  // creds must outlive the client.
   Socks5Client(const Socks5Credentials& creds, const sockaddr* dst);
 
-  // The greeting, to send first.
-  std::string_view start();
+  // Makes the greeting due (the first output).
+  void start() { output_due_ = true; }
+  // The request due now (greeting, auth or CONNECT) is written with write_output
+  // into a buffer of at least kMaxOutput bytes; take_output() marks it sent.
+  bool output_due() const { return output_due_; }
+  size_t write_output(uint8_t* buf) const;
+  void take_output() { output_due_ = false; }
+
   // Feeds received bytes. Returns how many were consumed (the rest, after `done`,
-  // are tunnelled data). When a step completes and the next request is due, it is
-  // in pending_output() until the caller takes it with take_output().
+  // are tunnelled data).
   size_t feed(const uint8_t* data, size_t len);
-  std::string_view pending_output() const { return {reinterpret_cast<const char*>(out_.data()), out_len_}; }
-  void take_output() { out_len_ = 0; }
 
   State state() const { return state_; }
   Socks5Failure failure() const { return failure_; }
 
  private:
-  size_t need_for_state() const;
   void on_message();
   void fail(Socks5Failure f);
-  void put(const void* p, size_t n);
-  void build_auth();
-  void build_connect();
 
   const Socks5Credentials& creds_;
-  sockaddr_storage dst_{};
+  union {
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  } dst_{};
   State state_ = State::greeting;
   Socks5Failure failure_ = Socks5Failure::none;
-  // Largest message in: a CONNECT reply with a 255-byte domain (4+1+255+2).
-  std::array<uint8_t, 262> in_{};
-  size_t in_len_ = 0;
-  // Largest message out: RFC 1929 request (3 + 255 + 255).
-  std::array<uint8_t, 513> out_{};
-  size_t out_len_ = 0;
+  bool output_due_ = false;
+  uint8_t head_[5] = {};  // the first bytes of the current reply
+  uint16_t have_ = 0;     // bytes of the current reply seen
+  uint16_t need_ = 2;     // its length, once known
 };
 
 }  // namespace kib::relay
