@@ -180,6 +180,7 @@ std::string describe_dns_status(const WorkspaceDnsStatus& s) {
   }
   for (const auto& r : s.resolvers) {
     out += "; " + r.address + ": " + r.channel;
+    if (r.egress_revision != 0) out += " rev " + std::to_string(r.egress_revision);
     if (!r.last_error.empty()) out += " (last error: " + r.last_error + ")";
   }
   return out;

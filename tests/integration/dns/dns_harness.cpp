@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
     if (k == "--allow") allowed.push_back(v);
     else if (k == "--attempt-timeout-ms") opts.workspace.attempt_timeout = std::chrono::milliseconds(std::stoul(v));
     else if (k == "--max-in-flight") opts.workspace.max_in_flight = std::stoul(v);
+    else if (k == "--channel-idle-ms") opts.workspace.channel_idle_ms = std::stoul(v);
     else {
       std::cerr << "unknown flag " << k << "\n";
       return 2;

@@ -206,3 +206,118 @@ def test_a_thousand_queries_in_flight_all_answered(env):
     h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53")
     p = lab.run(ws.guest, dx.labmod.PYTHON, "-c", THOUSAND, asked(lab), 1000, timeout=60)
     assert p.stdout.strip() == "1000", (p.stdout, h.status("w0"))
+
+
+def control_connections(lab, port):
+    """Established TCP connections to the SOCKS server's port (associations' control
+    connections among them)."""
+    out = lab.run(lab.socks, "ss", "-Htn", "state", "established", f"( sport = :{port} )").stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def test_association_is_reused_across_queries(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    for _ in range(5):
+        assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert control_connections(lab, 1080) == 1
+
+
+def test_association_is_re_established_when_its_control_connection_dies(env):
+    lab, ws, h, upstream, up4, _ = env
+    dante = dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    dx.labmod._kill(dante)
+    dx.labmod.wait_for(lambda: "associated" not in h.status("w0"), timeout=10, what="association closed")
+    dx.start_dante_udp(lab, 1080)
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert "associated" in h.status("w0")
+
+
+def test_idle_association_is_closed(lab):
+    ws = lab.add_workspace()
+    up4 = lab.internet_v4(53)
+    dx.Dnsmasq(lab, [up4])
+    h = dx.Harness(lab, "--channel-idle-ms", 1000)
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    dx.labmod.wait_for(lambda: control_connections(lab, 1080) == 0, timeout=10, what="idle association closed")
+
+
+def test_egress_update_moves_queries_to_the_new_revision_and_closes_the_old_association(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    dx.start_dante_udp(lab, 1081)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert control_connections(lab, 1080) == 1
+    # drain_seconds 0: the old revision's association closes when the new one takes over.
+    h.cmd(f"egress e1 2 0 {lab.socks_v4}:1081")
+    dx.labmod.wait_for(lambda: control_connections(lab, 1080) == 0, timeout=10, what="old association closed")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert control_connections(lab, 1081) == 1
+    assert "rev 2" in h.status("w0")
+
+
+def test_draining_association_keeps_its_deadline(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    dx.start_dante_udp(lab, 1081)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    # drain_seconds 30: the old association stays for queries in flight, at most as
+    # long as a query can wait for its answer (2 s here), then closes.
+    h.cmd(f"egress e1 2 30 {lab.socks_v4}:1081")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert control_connections(lab, 1081) == 1
+    dx.labmod.wait_for(lambda: control_connections(lab, 1080) == 0, timeout=10, what="drained association closed")
+
+
+def test_deleting_the_egress_closes_its_association(env):
+    lab, ws, h, upstream, up4, _ = env
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    h.cmd("delete-egress e1")
+    dx.labmod.wait_for(lambda: control_connections(lab, 1080) == 0, timeout=10, what="association closed")
+
+
+FAKE_SOCKS = r"""
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(8)
+held = []
+while True:
+    c, _ = s.accept()
+    try:
+        if len(c.recv(3)) != 3:
+            continue
+        c.sendall(b"\x05\x00")
+        c.recv(10)
+        # UDP ASSOCIATE answered with a loopback relay address: 127.0.0.1:5353.
+        c.sendall(b"\x05\x00\x00\x01\x7f\x00\x00\x01\x14\xe9")
+        held.append(c)
+    except OSError:
+        pass
+"""
+
+
+def test_relay_address_in_a_special_purpose_range_is_refused(env):
+    lab, ws, h, upstream, up4, _ = env
+    lab.popen(lab.socks, dx.labmod.PYTHON, "-c", FAKE_SOCKS, lab.socks_v4, 1090)
+    dx.labmod.wait_for(lambda: lab.tcp_request(lab.socks, lab.socks_v4, 1090, timeout=0.5, read=False)[0],
+                       timeout=10, what="fake SOCKS server")
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1090")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.TEST_V4 not in dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME)
+    assert upstream.clients() == []
+    assert "relay address refused" in h.status("w0")
