@@ -139,6 +139,16 @@ def notes_section(results):
                      "(the agent's DnsService and netns attachment, commanded on stdin, without the "
                      "daemon); the udp Resolver goes through dante (UDP ASSOCIATE; microsocks has "
                      "none), the tcp Resolver through the chosen SOCKS5 server.")
+    t1 = results["modes"].get("kibotos-1t", {}).get("metrics", {})
+    t2 = results["modes"].get("kibotos-2t", {}).get("metrics", {})
+    pairs = [(k, lbl) for k, lbl in (("tput_1_up", "1-stream throughput"), ("tput_4_down", "4-stream throughput"),
+                                     ("conn_per_s", "connections/s"), ("cpu_gb_1_up", "CPU per GB"),
+                                     ("cpu_ms_per_1k_conn", "CPU per connection"))
+             if k in t1 and k in t2 and t1[k]["median"]]
+    if pairs:
+        lines.append("- dataplane.threads 2 vs 1 (2 cores shared with the SOCKS server, servers and "
+                     "clients, so a second loop has little idle core to use): "
+                     + ", ".join(f"{lbl} {t2[k]['median'] / t1[k]['median']:.2f}×" for k, lbl in pairs) + ".")
     routed = results["modes"].get("routed", {}).get("metrics", {})
     if "lat_p50_us" in routed:
         lines.append(f"- Latency client floor (the routed path: client, two forwarding hops, server): "
