@@ -144,7 +144,9 @@ class Bench:
                 log(f"{name}: not available: {why}")
                 return
             entry["available"] = True
-            log(f"{name}: run {run_index + 1}/{self.p['runs']}")
+            load = " ".join(open("/proc/loadavg").read().split()[:3])
+            entry["raw"].setdefault("load_at_start", []).append(load)
+            log(f"{name}: run {run_index + 1}/{self.p['runs']} (load {load})")
             self.measure_all(name, entry, relay_pid, agent)
         except OutOfTime:
             entry.setdefault("reason", "the run's time bound was reached")
