@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "netns/namespace_handle.h"
 #include "netns/transparent_listener.h"
 
 namespace kib::dns {
@@ -147,6 +148,32 @@ Status DnsService::apply_workspace(const std::string& workspace_id, int netns_fd
     for (auto& fd : shared_listeners->tcp) it->second.dns->add_tcp_listener(std::move(fd));
   });
   return {};
+}
+
+Status DnsService::apply_workspace_at(const std::string& workspace_id, const std::string& netns_path,
+                                      const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners) {
+  if (listeners.udp.empty() && listeners.tcp.empty()) return apply_workspace(workspace_id, -1, policy, {});
+  auto ns = netns::NamespaceHandle::open(netns_path);
+  if (!ns.ok()) return std::move(ns).error();
+  return apply_workspace(workspace_id, ns->fd(), policy, std::move(listeners));
+}
+
+DnsListeners dns_listeners_from(netns::Listeners&& l) {
+  DnsListeners out;
+  for (auto* set : {&l.dns_udp.v4, &l.dns_udp.v6})
+    for (auto& fd : *set) out.udp.push_back(std::move(fd));
+  for (auto* set : {&l.dns_tcp.v4, &l.dns_tcp.v6})
+    for (auto& fd : *set) out.tcp.push_back(std::move(fd));
+  return out;
+}
+
+void add_dns_status(const WorkspaceDnsStatus& dns, ::kibotos::ctrl::v1::NetworkPolicyStatus& status) {
+  for (const auto& r : dns.resolvers) {
+    if (r.egress_id.empty() || r.last_error.empty()) continue;
+    for (auto& e : *status.mutable_egresses()) {
+      if (e.egress_id() == r.egress_id && e.last_error().empty()) e.set_last_error("dns " + r.address + ": " + r.last_error);
+    }
+  }
 }
 
 void DnsService::remove_workspace(const std::string& workspace_id) {

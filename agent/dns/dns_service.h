@@ -15,6 +15,7 @@
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/dial_target.h"
 #include "kibotos/ctrl/v1/workspace.pb.h"
+#include "netns/attachment.h"
 #include "uring/loop.h"
 
 namespace kib::dns {
@@ -55,6 +56,9 @@ class DnsService {
   // invalid_argument for a resolver address that is not ip:port.
   Status apply_workspace(const std::string& workspace_id, int netns_fd,
                          const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners);
+  // The same with the namespace given by path (opened here, for the reply sockets).
+  Status apply_workspace_at(const std::string& workspace_id, const std::string& netns_path,
+                            const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners);
   void remove_workspace(const std::string& workspace_id);
   // What the DNS of a workspace is doing now (waits for the loop, at most 1 s).
   std::optional<WorkspaceDnsStatus> status(const std::string& workspace_id) const;
@@ -69,6 +73,15 @@ class DnsService {
   uring::Loop* loop_ = nullptr;
   std::thread thread_;
 };
+
+// The DNS sockets of an attachment (NetnsAttacher::take_dns_listeners), every fd of
+// both families.
+DnsListeners dns_listeners_from(netns::Listeners&& listeners);
+
+// Puts what the DNS of a workspace needs an operator to see into its status while the
+// proto has no DNS fields: an association's or connection's last error goes to the
+// egresses[] entry of its Egress (when that entry has no error of its own).
+void add_dns_status(const WorkspaceDnsStatus& dns, ::kibotos::ctrl::v1::NetworkPolicyStatus& status);
 
 // One line for status and logs: counters, failures by reason, in flight / cap, and
 // each resolver's channel state and last error. (The proto has no DNS fields yet.)

@@ -284,6 +284,7 @@ WorkspaceDnsStatus WorkspaceDns::status() const {
     st.address = std::string(r.tcp ? "tcp " : "udp ") + r.address.to_string() +
                  (r.egress_id.empty() ? "" : " via " + r.egress_id);
     st.channel = "none";
+    st.egress_id = r.egress_id;
     for (const auto& [token, slot] : slots_) {
       if (slot.resolver != i || slot.drain_deadline_ms != 0 || !slot.channel || slot.tcp != r.tcp) continue;
       st.channel = slot.channel->state();

@@ -38,6 +38,7 @@ struct WorkspaceDnsOptions {
 
 struct ResolverState {
   std::string address;    // "udp 10.0.0.53:53 via egress-1"
+  std::string egress_id;
   std::string channel;    // "none", "connecting", "ready", "associated"
   uint64_t egress_revision = 0;
   std::string last_error;

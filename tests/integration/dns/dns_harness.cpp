@@ -57,9 +57,7 @@ std::string egress_cmd(dns::DnsService& svc, std::istringstream& in) {
   return "ok";
 }
 
-struct Attached {
-  std::unique_ptr<netns::NamespaceHandle> ns;
-};
+struct Attached {};
 
 std::string workspace_cmd(dns::DnsService& svc, dataplane::NetnsAttacher& attacher,
                           std::map<std::string, Attached>& attached, std::istringstream& in) {
@@ -83,24 +81,18 @@ std::string workspace_cmd(dns::DnsService& svc, dataplane::NetnsAttacher& attach
     else r->mutable_udp()->set_address(addr);
   }
   dns::DnsListeners listeners;
-  int ns_fd = -1;
   if (attached.count(id) == 0) {
     auto ls = attacher.attach(id, path, p, 1);
     if (!ls.ok()) return "error: attach: " + ls.error().message;
     auto dns_ls = attacher.take_dns_listeners(id);
     if (!dns_ls.ok()) return "error: " + dns_ls.error().message;
-    for (auto& fd : dns_ls->dns_udp.v4) listeners.udp.push_back(std::move(fd));
-    for (auto& fd : dns_ls->dns_udp.v6) listeners.udp.push_back(std::move(fd));
-    for (auto& fd : dns_ls->dns_tcp.v4) listeners.tcp.push_back(std::move(fd));
-    for (auto& fd : dns_ls->dns_tcp.v6) listeners.tcp.push_back(std::move(fd));
-    auto ns = netns::NamespaceHandle::open(path);
-    if (!ns.ok()) return "error: " + ns.error().message;
-    attached[id].ns = std::make_unique<netns::NamespaceHandle>(std::move(*ns));
-    ns_fd = attached[id].ns->fd();
+    listeners = dns::dns_listeners_from(std::move(*dns_ls));
+    attached[id];
   } else {
     if (auto st = attacher.update(id, p); !st.ok()) return "error: " + st.error().message;
   }
-  Status st = svc.apply_workspace(id, ns_fd, p, std::move(listeners));
+  // The calls the data-plane runtime makes (see agent/dns/dns_service.h).
+  Status st = svc.apply_workspace_at(id, path, p, std::move(listeners));
   return st.ok() ? "ok" : "error: " + st.error().message;
 }
 
