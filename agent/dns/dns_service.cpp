@@ -56,6 +56,11 @@ Result<std::unique_ptr<DnsService>> DnsService::start(const DnsServiceOptions& o
   auto ready_future = ready->get_future();
   // The engine is built on the loop thread (the ring is single-issuer).
   auto addr = std::make_shared<policy::EndpointAddressPolicy>(std::move(address_policy));
+  if (!resolve) {
+    resolve = [ro = options.resolver](const std::string& host, ResolveCallback cb) {
+      std::thread([ro, host, cb] { cb(policy::resolve_host(host, ro)); }).detach();
+    };
+  }
   auto res = std::make_shared<AnyThreadResolve>(std::move(resolve));
   DnsService* raw = s.get();
   s->thread_ = std::thread([raw, ready, addr, res] {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/dns/workspace_dns.h"
+#include "agent/policy/name_resolver.h"
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/dial_target.h"
 #include "kibotos/ctrl/v1/workspace.pb.h"
@@ -23,6 +24,9 @@ namespace kib::dns {
 struct DnsServiceOptions {
   WorkspaceDnsOptions workspace;
   uint64_t handshake_ms = 10000;
+  // For Egress hostnames when start() gets no resolve function (config's
+  // egress.resolvers and resolve_timeout).
+  policy::ResolverOptions resolver;
 };
 
 // The DNS listeners netns opened for a Workspace (netns::Listeners::dns_udp and
@@ -33,6 +37,8 @@ struct DnsListeners {
 };
 
 // Resolves an Egress host off the loop (c-ares); the callback may run on any thread.
+// Empty: policy::resolve_host on a short-lived thread per lookup (one per channel set
+// up through an Egress named by hostname; channels are few and long-lived).
 using AnyThreadResolve = std::function<void(const std::string& host, ResolveCallback cb)>;
 
 class DnsService {

@@ -128,10 +128,7 @@ int main(int argc, char** argv) {
     std::cout << "error: " << addr_policy.error().message << std::endl;
     return 1;
   }
-  auto resolve = [](const std::string& host, dns::ResolveCallback cb) {
-    std::thread([host, cb] { cb(policy::resolve_host(host, policy::ResolverOptions{})); }).detach();
-  };
-  auto svc = dns::DnsService::start(opts, *addr_policy, resolve);
+  auto svc = dns::DnsService::start(opts, *addr_policy, {});
   if (!svc.ok()) {
     std::cout << "error: " << svc.error().message << std::endl;
     return 1;
