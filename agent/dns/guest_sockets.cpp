@@ -126,6 +126,7 @@ void GuestTcpListener::complete(unsigned tag, int32_t res, uint32_t) {
 GuestPtr<GuestTcpConnection> GuestTcpConnection::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
                                                        uint64_t id, size_t* live) {
   GuestPtr<GuestTcpConnection> c(new GuestTcpConnection(loop, events, std::move(fd), id, live));
+  c->last_activity_ms_ = loop.now_ms();
   c->arm_recv();
   return c;
 }
@@ -189,6 +190,7 @@ void GuestTcpConnection::complete(unsigned tag, int32_t res, uint32_t) {
     if (owed_ == 0 && out_.empty() && sending_.empty()) finish(false);
     return;
   }
+  last_activity_ms_ = loop_.now_ms();
   frames_.feed(ByteView(buf_.data(), static_cast<size_t>(res)));
   for (;;) {
     auto next = frames_.next();

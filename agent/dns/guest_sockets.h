@@ -104,6 +104,10 @@ class GuestTcpConnection final : public GuestSocket {
   // Answers still owed; the connection closes after EOF once none is.
   void query_finished();
   void query_started() { ++owed_; }
+  // Nothing owed or unsent, and no byte from the guest since `since_ms`.
+  bool idle_since(uint64_t since_ms) const {
+    return owed_ == 0 && out_.empty() && sending_.empty() && last_activity_ms_ < since_ms;
+  }
 
  private:
   GuestTcpConnection(uring::Loop& loop, GuestEvents& events, UniqueFd fd, uint64_t id, size_t* live)
@@ -121,6 +125,7 @@ class GuestTcpConnection final : public GuestSocket {
   size_t owed_ = 0;
   bool eof_ = false;
   bool finished_ = false;
+  uint64_t last_activity_ms_ = 0;
   std::array<uint8_t, 4096> buf_{};
 };
 

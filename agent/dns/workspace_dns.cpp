@@ -91,6 +91,7 @@ void WorkspaceDns::on_guest_tcp_accept(UniqueFd fd, const SocketAddress& guest, 
   const uint64_t id = next_connection_++;
   tcp_origins_[id] = GuestOrigin{guest, asked, id};
   tcp_connections_.emplace(id, GuestTcpConnection::start(ctx_.loop, *this, std::move(fd), id, ctx_.live_objects));
+  rearm();
 }
 
 void WorkspaceDns::on_guest_tcp_query(uint64_t connection, ByteView query) {
@@ -258,6 +259,11 @@ void WorkspaceDns::on_timer(uring::Timer&) {
     if (drained || idle) close_now.push_back(token);
   }
   for (uint64_t t : close_now) close_slot(t);
+  // RFC 7766 6.2.3: idle guest connections are closed (the guest opens another).
+  std::vector<uint64_t> idle_guests;
+  for (const auto& [id, conn] : tcp_connections_)
+    if (conn->idle_since(now - std::min(now, options_.guest_tcp_idle_ms))) idle_guests.push_back(id);
+  for (uint64_t id : idle_guests) on_guest_tcp_closed(id);
   rearm();
 }
 
@@ -267,7 +273,7 @@ void WorkspaceDns::rearm() {
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
     at = std::min<uint64_t>(at, ctx_.loop.now_ms() + static_cast<uint64_t>(std::max<int64_t>(wait, 0)));
   }
-  if (slots_.empty() && !mux_->next_deadline()) return timer_.cancel();
+  if (slots_.empty() && tcp_connections_.empty() && !mux_->next_deadline()) return timer_.cancel();
   if (!timer_.armed() || timer_.deadline_ms() > at) ctx_.loop.timers().arm(timer_, at);
 }
 

@@ -34,6 +34,7 @@ struct WorkspaceDnsOptions {
   size_t reply_sockets = 256;
   size_t max_guest_tcp_connections = 256;
   uint64_t channel_idle_ms = 60000;
+  uint64_t guest_tcp_idle_ms = 10000;  // a guest's DNS-over-TCP connection with nothing pending
 };
 
 struct ResolverState {

@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
     else if (k == "--attempt-timeout-ms") opts.workspace.attempt_timeout = std::chrono::milliseconds(std::stoul(v));
     else if (k == "--max-in-flight") opts.workspace.max_in_flight = std::stoul(v);
     else if (k == "--channel-idle-ms") opts.workspace.channel_idle_ms = std::stoul(v);
+    else if (k == "--guest-tcp-idle-ms") opts.workspace.guest_tcp_idle_ms = std::stoul(v);
     else {
       std::cerr << "unknown flag " << k << "\n";
       return 2;

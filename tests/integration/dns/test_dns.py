@@ -321,3 +321,22 @@ def test_relay_address_in_a_special_purpose_range_is_refused(env):
     assert dx.TEST_V4 not in dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME)
     assert upstream.clients() == []
     assert "relay address refused" in h.status("w0")
+
+
+IDLE_CLIENT = r"""
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 53), timeout=10)
+start = time.monotonic()
+data = s.recv(10)  # nothing is asked: the agent closes the idle connection
+print("closed" if data == b"" else "data", round(time.monotonic() - start, 1))
+"""
+
+
+def test_idle_guest_tcp_connection_is_closed(lab):
+    ws = lab.add_workspace()
+    up4 = lab.internet_v4(53)
+    dx.Dnsmasq(lab, [up4])
+    h = dx.Harness(lab, "--guest-tcp-idle-ms", 1000)
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53")
+    p = lab.run(ws.guest, dx.labmod.PYTHON, "-c", IDLE_CLIENT, asked(lab), timeout=30)
+    assert p.stdout.startswith("closed"), p.stdout
