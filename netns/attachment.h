@@ -7,6 +7,8 @@
 // routing and listeners, then the full table, each table write one transaction.
 // Destroying an Attachment does not remove anything from the kernel: while the agent
 // is stopped the table stays and drops covered traffic. Only detach() removes it.
+// Not thread-safe: the caller serialises calls on one Attachment (different
+// Attachments may be used from different threads).
 #include <cstdint>
 #include <string>
 
