@@ -106,6 +106,7 @@ class Lab:
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self):
         atexit.register(self.close)
+        _exit_cleanly_on_sigterm()
         try:
             # Labs started at the same moment by other test processes must not pick
             # the same X before either has claimed it with its root-side address.
@@ -355,6 +356,18 @@ class Lab:
             "route4": self.run(ns, IP, "-4", "route", "show", "table", "all").stdout,
             "route6": self.run(ns, IP, "-6", "route", "show", "table", "all").stdout,
         }
+
+
+def _exit_cleanly_on_sigterm():
+    """meson test stops a test that ran out of time with SIGTERM, which by default ends
+    Python without running atexit: turn it into SystemExit so the lab is removed."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        def _raise(signum, frame):
+            raise SystemExit(128 + signum)
+        signal.signal(signal.SIGTERM, _raise)
 
 
 def _kill(proc):
