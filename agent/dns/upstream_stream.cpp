@@ -109,7 +109,8 @@ void UpstreamStream::connect_next() {
 
 void UpstreamStream::on_connected(int32_t res) {
   if (res < 0) {
-    last_error_ = "connect " + peer_.to_string() + ": " + strerror(-res);
+    // ECANCELED: the dial timer cancelled it and already said why.
+    if (res != -ECANCELED) last_error_ = "connect " + peer_.to_string() + ": " + strerror(-res);
     return connect_next();
   }
   arm_recv();

@@ -57,6 +57,9 @@ WorkspaceDns::~WorkspaceDns() {
 void WorkspaceDns::reset_resolvers(std::vector<ResolverRoute> resolvers) {
   if (mux_) add_counters(retired_counters_, mux_->counters());
   slots_.clear();
+  // Their queries in flight are forgotten with the old mux: the guests reconnect.
+  tcp_origins_.clear();
+  tcp_connections_.clear();
   resolvers_ = std::move(resolvers);
   last_errors_.assign(resolvers_.size(), {});
   QueryMuxOptions mo;

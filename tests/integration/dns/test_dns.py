@@ -342,3 +342,19 @@ def test_idle_guest_tcp_connection_is_closed(lab):
     h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53")
     p = lab.run(ws.guest, dx.labmod.PYTHON, "-c", IDLE_CLIENT, asked(lab), timeout=30)
     assert p.stdout.startswith("closed"), p.stdout
+
+
+def test_policy_update_switches_resolvers_and_keeps_unchanged_ones(env):
+    lab, ws, h, upstream, up4, up6 = env
+    dx.start_dante_udp(lab, 1080)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53@e1")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    # Same resolvers in a new policy revision: the association stays.
+    h.cmd(f"workspace w0 {ws.path} 2 udp:{up4}:53@e1")
+    assert control_connections(lab, 1080) == 1
+    # Different resolvers: the next query goes to the new one (plain UDP from the host).
+    h.cmd(f"workspace w0 {ws.path} 3 udp:[{up6}]:53")
+    dx.labmod.wait_for(lambda: control_connections(lab, 1080) == 0, timeout=10, what="old association closed")
+    assert dx.dig_short(lab, ws, asked(lab), dx.TEST_NAME) == dx.TEST_V4
+    assert upstream.clients()[-1] == lab.root_v6
