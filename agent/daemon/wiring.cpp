@@ -1,13 +1,17 @@
 #include "agent/daemon/wiring.h"
 
-#include "agent/runtime/inert_runtime.h"
+#include "agent/dataplane/dataplane_runtime.h"
 
 namespace kib::daemon {
 
 Result<Wiring> wire(const Config& config, api::MethodRegistry& registry) {
   Wiring w;
-  // No data plane is linked yet: InertRuntime refuses workspaces rather than pretend.
-  w.runtime = std::make_unique<InertRuntime>();
+  // The data plane starts before the store publishes into it. Without io_uring the
+  // agent cannot enforce any Workspace, so it refuses to start (create() says why).
+  w.attacher = std::make_unique<dataplane::NetnsAttacher>();
+  auto rt = dataplane::DataplaneRuntime::create(config, *w.attacher);
+  if (!rt.ok()) return std::move(rt).error();
+  w.runtime = std::move(*rt);
 #ifdef KIB_HAVE_CONTROL_PLANE
   auto cp = api::ControlPlane::open(config, *w.runtime);
   if (!cp.ok()) return std::move(cp).error();

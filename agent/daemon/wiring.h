@@ -7,12 +7,15 @@
 #include "agent/api/services/control_plane.h"
 #include "agent/common/result.h"
 #include "agent/config/config.h"
+#include "agent/dataplane/netns_attacher.h"
 #include "agent/runtime/runtime.h"
 
 namespace kib::daemon {
 
 struct Wiring {
-  // Declared first so it is destroyed last: the control plane refers to it.
+  // Declared in dependency order so they are destroyed in reverse: the control plane
+  // refers to the runtime, the runtime to the attacher.
+  std::unique_ptr<dataplane::NetnsAttacher> attacher;
   std::unique_ptr<Runtime> runtime;
   std::unique_ptr<api::ControlPlane> control_plane;  // null without the services library
 };
