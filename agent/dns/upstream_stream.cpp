@@ -11,18 +11,11 @@ namespace kib::dns {
 namespace {
 
 // The request the relay's SOCKS5 client has due (greeting, auth or CONNECT), taken.
-// Written for both forms of its output API while that one settles.
-template <typename C>
-Bytes take_socks_output(C& c) {
+Bytes take_socks_output(relay::Socks5Client& c) {
   Bytes out;
-  if constexpr (requires { c.output_due(); }) {
-    if (!c.output_due()) return out;
-    out.resize(C::kMaxOutput);
-    out.resize(c.write_output(out.data()));
-  } else {
-    auto pending = c.pending_output();
-    out.assign(pending.begin(), pending.end());
-  }
+  if (!c.output_due()) return out;
+  out.resize(relay::Socks5Client::kMaxOutput);
+  out.resize(c.write_output(out.data()));
   c.take_output();
   return out;
 }
