@@ -39,7 +39,17 @@ for tool in ("dpkg-buildpackage", "lintian", "apt-get", "rpmbuild", "meson"):
 
 
 def run(cmd, check=True, timeout=300, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    # Own process group, so a timeout also stops the build's compilers, not only the
+    # script that started them.
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                          **kw) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise AssertionError(f"{cmd} did not finish in {timeout} s")
+    r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
     if check and r.returncode != 0:
         raise AssertionError(f"{cmd} exited {r.returncode}\nstdout:\n{r.stdout[-4000:]}\nstderr:\n{r.stderr[-4000:]}")
     return r
