@@ -1,5 +1,7 @@
 #include "agent/api/connect/connect_handler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <charconv>
 
 #include "agent/api/connect/connect_error.h"
@@ -49,6 +51,16 @@ HttpResponse method_not_allowed() {
 }  // namespace
 
 HttpResponse ConnectHandler::handle(const HttpRequest& req) const {
+  HttpResponse r = dispatch(req);
+  // One line per call at debug level; a server fault (5xx) is worth an error line.
+  if (r.status >= 500)
+    spdlog::error("api: {} {} from {} -> {} {}", req.method, req.path, req.peer, r.status, r.body);
+  else
+    spdlog::debug("api: {} {} from {} -> {}", req.method, req.path, req.peer, r.status);
+  return r;
+}
+
+HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   const Clock::time_point now = Clock::now();
   if (req.method != "POST") return method_not_allowed();
   const std::string* content_type = req.header("content-type");

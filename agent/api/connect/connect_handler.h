@@ -22,6 +22,7 @@ class ConnectHandler {
   size_t max_body_bytes() const { return max_body_bytes_; }
 
  private:
+  HttpResponse dispatch(const HttpRequest& request) const;
   HttpResponse call(const Method& method, const HttpRequest& request, Codec codec,
                     const CallContext& ctx) const;
 

@@ -107,6 +107,15 @@ def test_a_second_agent_on_the_same_socket_refuses_to_start(agent, agent_factory
     assert status == 404
 
 
+def test_a_second_agent_on_the_same_state_dir_refuses_to_start(agent, agent_factory):
+    second = agent_factory(start=False, config={"state_dir": agent.state_dir})
+    second.start(wait=False)
+    assert second.proc.wait(15) != 0
+    assert agent.state_dir in second.log()
+    assert not os.path.exists(second.socket_path)
+    assert agent.call("kibotos.ctrl.v1.Nope/Nope", {})[0] == 404
+
+
 def test_a_stale_socket_file_from_a_crash_is_replaced(agent):
     agent.kill9()
     assert os.path.exists(agent.socket_path)  # left behind by the crash
