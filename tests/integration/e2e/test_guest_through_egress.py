@@ -1,0 +1,184 @@
+"""A guest's connection through one Egress, end to end through the real agent: the
+API (JSON over the Unix socket) and kibotosctl create the Egress and the Workspace;
+the guest's covered traffic reaches its server through dante, uncovered traffic
+leaves directly, and network_policy_status shows what the data plane enforces."""
+import json
+import os
+
+import pytest
+
+import e2e_env as e2e
+
+if os.geteuid() != 0:
+    pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
+
+
+def start_logged_http_server(lab, addr, port, log_path):
+    """python3 -m http.server in inet; its access log (client address first) goes to
+    log_path."""
+    log = open(log_path, "wb")
+    proc = lab.popen(lab.inet, e2e.dp.PYTHON, "-m", "http.server", "--bind", addr, "--directory", e2e.HERE,
+                     port, stdout=log, stderr=log)
+    log.close()
+    e2e.labmod.wait_for(lambda: lab.tcp_request(lab.inet, addr, port, timeout=0.5, read=False)[0], timeout=10,
+                        what="http server")
+    return proc
+
+
+def access_log_line(log_path, path):
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if f"GET {path} " in line:
+                return line
+    return None
+
+
+def test_a_guest_connection_goes_through_its_egress_end_to_end(env, tmp_path):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    log_path = str(tmp_path / "http.log")
+    start_logged_http_server(lab, e2e.covered(lab), 8080, log_path)
+
+    egress = e2e.create_egress(agent, env.socks)
+    eid = e2e.field(egress, "egress_id")
+    assert e2e.num(egress, "revision") == 1
+    status, body = e2e.create_workspace(agent, ws.path, e2e.policy((eid, [e2e.covered(lab) + "/32"])))
+    assert status == 200, body
+    workspace = body["workspace"]
+    wid = e2e.field(workspace, "workspace_id")
+    assert e2e.field(workspace, "netns") == ws.path
+    assert e2e.num(e2e.field(workspace, "network_policy"), "revision") == 1
+    e2e.wait_applied(agent, wid, 1, eid, 1)
+
+    # Covered: curl from the guest reaches the server, which sees dante's address.
+    rc, out, err = e2e.dp.guest_curl(lab, ws, f"http://{e2e.covered(lab)}:8080/e2e_env.py")
+    assert rc == 0, err
+    assert "end-to-end setting" in out
+    line = e2e.labmod.wait_for(lambda: access_log_line(log_path, "/e2e_env.py"), timeout=5, what="access log")
+    assert line.split()[0] == lab.socks_inet_v4, line
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+
+    # Uncovered: leaves directly, so the server sees the guest itself.
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+
+    # Status: the applied revisions and this Egress's live connection count.
+    ticker = e2e.start_ticker(lab, ws, e2e.covered(lab))
+    try:
+        st = e2e.labmod.wait_for(
+            lambda: (lambda s: s if e2e.num(e2e.egress_status(s, eid), "active_connections") >= 1 else None)(
+                e2e.policy_status(agent, wid)), timeout=10, what="an active connection in status")
+        assert e2e.num(st, "applied_revision") == 1
+        es = e2e.egress_status(st, eid)
+        assert e2e.num(es, "applied_revision") == 1
+        assert e2e.num(es, "active_connections") == 1, es
+        assert e2e.num(es, "draining_connections") == 0, es
+        assert not e2e.field(st, "error"), st
+    finally:
+        ticker.kill()
+        ticker.wait(timeout=10)
+    e2e.labmod.wait_for(lambda: e2e.num(e2e.egress_status(e2e.policy_status(agent, wid), eid),
+                                        "active_connections") == 0,
+                        timeout=10, what="the closed connection to leave the count")
+
+
+def write_policy_yaml(path, egress_id, cidr):
+    with open(path, "w") as f:
+        f.write("# NetworkPolicy for kibotosctl workspace create --policy\n"
+                "mode: NETWORK_MODE_PUBLIC_INTERNET\n"
+                "egresses:\n"
+                f"  - egress_id: {egress_id}\n"
+                "    destinations:\n"
+                f"      - {cidr}\n")
+
+
+def ctl_json(agent, *args):
+    p = e2e.kibotosctl(agent, "-o", "json", *args)
+    assert p.returncode == 0, (args, p.stdout, p.stderr)
+    return json.loads(p.stdout)
+
+
+def unwrap(body, key):
+    """kibotosctl prints the response (e.g. {"egress": {...}}) or the resource itself."""
+    return body.get(key, body) if isinstance(body, dict) else body
+
+
+def test_kibotosctl_creates_and_shows_an_egress_and_a_workspace(env, tmp_path):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    egress = unwrap(ctl_json(agent, "egress", "create", "--address", env.socks), "egress")
+    eid = e2e.field(egress, "egress_id")
+    assert eid and e2e.num(egress, "revision") == 1
+
+    policy_file = str(tmp_path / "policy.yaml")
+    write_policy_yaml(policy_file, eid, e2e.covered(lab) + "/32")
+    workspace = unwrap(ctl_json(agent, "workspace", "create", "--netns", ws.path, "--policy", policy_file),
+                       "workspace")
+    wid = e2e.field(workspace, "workspace_id")
+    assert e2e.field(workspace, "netns") == ws.path
+    routes = e2e.field(e2e.field(workspace, "network_policy"), "egresses")
+    assert [e2e.field(r, "egress_id") for r in routes] == [eid]
+    assert e2e.field(routes[0], "destinations") == [e2e.covered(lab) + "/32"]
+
+    def applied():
+        st = unwrap(ctl_json(agent, "workspace", "status", wid), "network_policy_status")
+        es = e2e.egress_status(st, eid)
+        return st if e2e.num(st, "applied_revision") == 1 and es and e2e.num(es, "applied_revision") == 1 else None
+    e2e.labmod.wait_for(applied, timeout=15, what="kibotosctl workspace status to show revision 1")
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+
+    got = unwrap(ctl_json(agent, "workspace", "get", wid), "workspace")
+    assert e2e.field(got, "workspace_id") == wid
+    assert e2e.num(e2e.field(got, "network_policy_status"), "applied_revision") == 1
+
+    # The table view of status is readable text naming the Egress.
+    p = e2e.kibotosctl(agent, "workspace", "status", wid)
+    assert p.returncode == 0, p.stderr
+    assert eid in p.stdout
+
+
+def test_create_workspace_with_a_missing_or_already_attached_netns_is_failed_precondition(env):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    egress = e2e.create_egress(agent, env.socks)
+    pol = e2e.policy((e2e.field(egress, "egress_id"), [e2e.covered(lab) + "/32"]))
+    missing = f"/run/netns/kib{os.getpid()}-e2e-missing"
+    assert not os.path.exists(missing)
+    assert e2e.error_code(e2e.create_workspace(agent, missing, pol)) == "failed_precondition"
+    e2e.ok(e2e.create_workspace(agent, ws.path, pol))
+    status, body = e2e.create_workspace(agent, ws.path, pol)
+    assert (status, e2e.field(body, "code")) == (400, "failed_precondition"), body
+    listed = e2e.ok(e2e.call(agent, e2e.WORKSPACE + "ListWorkspaces", {}))
+    assert len(e2e.field(listed, "workspaces", [])) == 1
+
+
+def test_two_workspaces_with_different_policies_do_not_see_each_others_traffic(env):
+    lab, agent = env.lab, env.agent
+    ws0 = env.ws
+    ws1 = lab.add_workspace()
+    e2e.start_second_socks(lab, 1081)
+    e0 = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+    e1 = e2e.field(e2e.create_egress(agent, f"{lab.socks_v4}:1081"), "egress_id")
+    a, b = e2e.covered(lab), e2e.uncovered(lab)
+    w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, e2e.policy((e0, [a + "/32"]))))["workspace"],
+                   "workspace_id")
+    w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws1.path, e2e.policy((e1, [b + "/32"]))))["workspace"],
+                   "workspace_id")
+    e2e.wait_applied(agent, w0, 1, e0, 1)
+    e2e.wait_applied(agent, w1, 1, e1, 1)
+
+    # Each guest: its own covered destination through its own Egress, the other's
+    # covered destination directly.
+    assert e2e.peer(lab, ws0, a) == lab.socks_inet_v4
+    assert e2e.peer(lab, ws0, b) == ws0.guest_v4
+    assert e2e.peer(lab, ws1, b) == e2e.second_socks_out(lab)
+    assert e2e.peer(lab, ws1, a) == ws1.guest_v4
+
+    # A connection held in ws0 is counted in ws0's status only.
+    ticker = e2e.start_ticker(lab, ws0, a)
+    try:
+        e2e.labmod.wait_for(lambda: e2e.num(e2e.egress_status(e2e.policy_status(agent, w0), e0),
+                                            "active_connections") == 1, timeout=10, what="ws0's connection")
+        st1 = e2e.policy_status(agent, w1)
+        assert e2e.egress_status(st1, e0) is None, st1
+        assert e2e.num(e2e.egress_status(st1, e1), "active_connections") == 0, st1
+    finally:
+        ticker.kill()
+        ticker.wait(timeout=10)

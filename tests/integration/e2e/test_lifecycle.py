@@ -1,0 +1,61 @@
+"""Workspace lifecycle with the real agent: fail closed when it is killed, re-attach
+on restart from the same state dir, and DeleteWorkspace leaving the namespace exactly
+as it was while closing the relayed connections."""
+import os
+import signal
+
+import pytest
+
+import e2e_env as e2e
+
+if os.geteuid() != 0:
+    pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
+
+
+def test_fail_closed_covered_traffic_is_dropped_while_the_agent_is_killed(attached):
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    assert agent.stop(signal.SIGKILL) == -signal.SIGKILL
+    # "While the agent is stopped, crashed [...] covered traffic must be dropped,
+    # never delivered directly": several bounded attempts, none may connect.
+    for _ in range(3):
+        assert not e2e.reachable(lab, ws, e2e.covered(lab), timeout=2.0)
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+
+
+def test_restart_on_the_same_state_dir_reattaches_and_covered_traffic_flows_through_the_egress(attached):
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    agent.stop(signal.SIGKILL)
+    assert not e2e.reachable(lab, ws, e2e.covered(lab), timeout=2.0)
+    agent.start()
+    e2e.wait_applied(agent, attached.workspace_id, 1, attached.egress_id, 1)
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+    # The same stored resources, not new ones.
+    listed = e2e.ok(e2e.call(agent, e2e.WORKSPACE + "ListWorkspaces", {}))
+    assert [e2e.field(w, "workspace_id") for w in e2e.field(listed, "workspaces", [])] == [attached.workspace_id]
+
+
+def test_delete_workspace_leaves_the_namespace_exactly_as_before_and_closes_relayed_connections(env):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    before = lab.kernel_state(ws.ws)
+    egress, workspace = e2e.attach(env)
+    wid = e2e.field(workspace, "workspace_id")
+    assert lab.kernel_state(ws.ws) != before  # the agent did install something
+    ticker = e2e.start_ticker(lab, ws, e2e.covered(lab))
+    e2e.labmod.wait_for(lambda: e2e.num(e2e.egress_status(e2e.policy_status(agent, wid),
+                                                          e2e.field(egress, "egress_id")), "active_connections") == 1,
+                        timeout=10, what="the relayed connection in status")
+
+    t0 = e2e.now()
+    e2e.ok(e2e.delete_workspace(agent, wid))
+    how, at = e2e.ticker_end(ticker, timeout=20)
+    assert how in ("reset", "eof"), how
+    assert at - t0 <= 3.0, at - t0
+
+    after = lab.kernel_state(ws.ws)
+    for key in before:
+        assert after[key] == before[key], f"{key} differs after DeleteWorkspace:\n{before[key]}\n---\n{after[key]}"
+    assert e2e.error_code(e2e.call(agent, e2e.WORKSPACE + "GetWorkspace", {"workspaceId": wid})) == "not_found"
+    # With nothing installed, the destination is simply reached directly.
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == ws.guest_v4
