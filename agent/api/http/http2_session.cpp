@@ -153,14 +153,18 @@ int Http2Session::on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, co
   Http2Session* h = self(ud);
   Stream* s = h->find(stream_id);
   if (s == nullptr || s->responded) return 0;
-  if (s->request.body.size() + len > h->handler_.max_body_bytes()) s->request.body_too_large = true;
-  if (s->request.body_too_large) {
-    // Answered at once (resource_exhausted) rather than buffering the rest.
-    s->request.body.clear();
-    h->ready_.push_back(stream_id);
+  const size_t max = h->handler_.max_body_bytes();
+  s->received += len;
+  if (s->received > max) s->request.body_too_large = true;
+  if (!s->request.body_too_large) {
+    s->request.body.append(reinterpret_cast<const char*>(data), len);
     return 0;
   }
-  s->request.body.append(reinterpret_cast<const char*>(data), len);
+  // An oversized body is read and dropped, and answered (resource_exhausted) when it
+  // ends: clients handle that best. One that goes on far past the limit is answered
+  // at once and its stream reset.
+  s->request.body.clear();
+  if (s->received > 4 * max) h->ready_.push_back(stream_id);
   return 0;
 }
 
@@ -169,8 +173,6 @@ int Http2Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, vo
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   Stream* s = h->find(frame->hd.stream_id);
   if (s == nullptr) return 0;
-  if (frame->hd.type == NGHTTP2_HEADERS && s->request.body_too_large && !s->responded)
-    h->ready_.push_back(frame->hd.stream_id);
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->request_complete = true;
     if (!s->responded) h->ready_.push_back(frame->hd.stream_id);

@@ -31,6 +31,7 @@ class Http2Session {
     HttpRequest request;
     HttpResponse response;
     size_t header_bytes = 0;
+    size_t received = 0;  // body bytes, kept or not
     size_t sent = 0;
     bool responded = false;
     bool request_complete = false;

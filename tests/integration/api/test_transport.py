@@ -1,5 +1,6 @@
 """The Connect server over the Unix socket: curl (HTTP/1.1 and HTTP/2 prior
 knowledge), JSON and binary, keep-alive under load, and the protocol's error paths."""
+import http.client
 import json
 import shutil
 import socket
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from api_helpers import GET_AGENT, check_get_agent_json, python_protos, require_get_agent
-from kibotos_agent import UnixHTTPConnection, connect_call, decode_json
+from kibotos_agent import connect_call, wait_for
 
 UNKNOWN = "kibotos.ctrl.v1.AgentService/NoSuchMethod"
 
@@ -102,6 +103,18 @@ def test_body_over_1_mib_is_resource_exhausted(agent, tmp_state):
         assert json.loads(data)["code"] == "resource_exhausted"
 
 
+def test_a_body_just_under_1_mib_is_read(agent, tmp_state):
+    require_get_agent(agent)
+    path = tmp_state + "/almost.json"
+    with open(path, "w") as f:
+        f.write(json.dumps({"pad": "x" * (1000 * 1000)}))
+    for extra in ([], ["--http2-prior-knowledge"]):
+        status, _, data = curl(agent, GET_AGENT, data="@" + path, extra=extra)
+        # Read whole and decoded: the unknown field is named.
+        assert status == 400, data
+        assert "pad" in json.loads(data)["message"]
+
+
 def test_unknown_json_field_is_invalid_argument_naming_it(agent):
     require_get_agent(agent)
     status, body = agent.call(GET_AGENT, {"agentIdd": "x"})
@@ -179,27 +192,29 @@ def test_pipelined_requests_are_answered_in_order(agent):
 
 def test_connections_over_max_connections_are_closed(agent_factory):
     a = agent_factory(config={"api": {"max_connections": 2}})
-    held = [a.connection() for _ in range(2)]
-    for c in held:
-        c.connect()
-        assert connect_call(c, UNKNOWN, {})[0] == 404  # both are being served
+
+    def served_connection():
+        # Retried: the readiness probe's connection may not have been noticed closed yet.
+        try:
+            c = a.connection(timeout=5)
+            if connect_call(c, UNKNOWN, {})[0] == 404:
+                return c
+            c.close()
+        except (OSError, http.client.HTTPException):
+            pass
+        return None
+
+    held = [wait_for(served_connection, 10, interval=0.1, what="a served connection") for _ in range(2)]
     extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     extra.settimeout(10)
     extra.connect(a.socket_path)
     assert extra.recv(1) == b""  # closed by the agent at once
     extra.close()
+    # Both held connections are still served; closing one frees a slot.
+    assert connect_call(held[1], UNKNOWN, {})[0] == 404
     held[0].close()
-    # A slot frees up once the agent has noticed the close.
-    def served():
-        try:
-            c = a.connection(timeout=2)
-            ok = connect_call(c, UNKNOWN, {})[0] == 404
-            c.close()
-            return ok
-        except OSError:
-            return False
-    from kibotos_agent import wait_for
-    wait_for(served, 10, interval=0.1, what="a free connection slot")
+    third = wait_for(served_connection, 10, interval=0.1, what="a free connection slot")
+    third.close()
     held[1].close()
 
 
