@@ -229,3 +229,24 @@ def attach(env):
     workspace = body["workspace"]
     wait_applied(env.agent, field(workspace, "workspace_id"), 1, eid, num(egress, "revision"))
     return egress, workspace
+
+
+def state_diff(before, after):
+    """A unified diff of two lab.kernel_state() snapshots ('' when identical)."""
+    import difflib
+    out = []
+    for key in before:
+        if before[key] != after.get(key):
+            out += difflib.unified_diff(before[key].splitlines(), after.get(key, "").splitlines(),
+                                        f"{key} before", f"{key} after", lineterm="")
+    return "\n".join(out)
+
+
+def without_listener_ports(state):
+    """A kernel_state() with the agent's listener ports blanked: a restarted agent
+    opens new listeners, so the ports are the one thing that may change."""
+    import re
+    out = dict(state)
+    nft = re.sub(r"dport (\{[^}]*\}|\d+)", "dport PORTS", state["nft"])
+    out["nft"] = re.sub(r"to :\d+", "to :PORT", nft)
+    return out

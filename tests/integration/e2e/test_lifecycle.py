@@ -25,10 +25,15 @@ def test_fail_closed_covered_traffic_is_dropped_while_the_agent_is_killed(attach
 
 def test_restart_on_the_same_state_dir_reattaches_and_covered_traffic_flows_through_the_egress(attached):
     lab, ws, agent = attached.lab, attached.ws, attached.agent
+    installed = e2e.without_listener_ports(lab.kernel_state(ws.ws))
     agent.stop(signal.SIGKILL)
     assert not e2e.reachable(lab, ws, e2e.covered(lab), timeout=2.0)
     agent.start()
     e2e.wait_applied(agent, attached.workspace_id, 1, attached.egress_id, 1)
+    # Re-attached in place of what the killed agent left: the same rules, once
+    # (only the new listeners' ports differ).
+    diff = e2e.state_diff(installed, e2e.without_listener_ports(lab.kernel_state(ws.ws)))
+    assert not diff, diff
     assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
     assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
     # The same stored resources, not new ones.
@@ -53,9 +58,21 @@ def test_delete_workspace_leaves_the_namespace_exactly_as_before_and_closes_rela
     assert how in ("reset", "eof"), how
     assert at - t0 <= 3.0, at - t0
 
-    after = lab.kernel_state(ws.ws)
-    for key in before:
-        assert after[key] == before[key], f"{key} differs after DeleteWorkspace:\n{before[key]}\n---\n{after[key]}"
+    diff = e2e.state_diff(before, lab.kernel_state(ws.ws))
+    assert not diff, diff
     assert e2e.error_code(e2e.call(agent, e2e.WORKSPACE + "GetWorkspace", {"workspaceId": wid})) == "not_found"
     # With nothing installed, the destination is simply reached directly.
     assert e2e.peer(lab, ws, e2e.covered(lab)) == ws.guest_v4
+
+
+def test_delete_workspace_after_a_restart_still_leaves_the_namespace_exactly_as_before(env):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    before = lab.kernel_state(ws.ws)
+    egress, workspace = e2e.attach(env)
+    wid = e2e.field(workspace, "workspace_id")
+    agent.stop(signal.SIGKILL)
+    agent.start()
+    e2e.wait_applied(agent, wid, 1, e2e.field(egress, "egress_id"), 1)
+    e2e.ok(e2e.delete_workspace(agent, wid))
+    diff = e2e.state_diff(before, lab.kernel_state(ws.ws))
+    assert not diff, diff
