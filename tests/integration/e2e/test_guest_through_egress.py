@@ -182,3 +182,20 @@ def test_two_workspaces_with_different_policies_do_not_see_each_others_traffic(e
     finally:
         ticker.kill()
         ticker.wait(timeout=10)
+
+
+def test_get_agent_counts_the_workspaces_egresses_and_relayed_connections(attached):
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+
+    def counts():
+        a = e2e.ok(e2e.call(agent, "kibotos.ctrl.v1.AgentService/GetAgent", {}))["agent"]
+        return (e2e.num(a, "workspace_count"), e2e.num(a, "egress_count"), e2e.num(a, "active_connections"))
+
+    assert counts() == (1, 1, 0)
+    ticker = e2e.start_ticker(lab, ws, e2e.covered(lab))
+    try:
+        e2e.labmod.wait_for(lambda: counts() == (1, 1, 1), timeout=10, what="GetAgent to count the connection")
+    finally:
+        ticker.kill()
+        ticker.wait(timeout=10)
+    e2e.labmod.wait_for(lambda: counts() == (1, 1, 0), timeout=10, what="GetAgent to drop the closed connection")

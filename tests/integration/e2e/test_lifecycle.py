@@ -76,3 +76,25 @@ def test_delete_workspace_after_a_restart_still_leaves_the_namespace_exactly_as_
     e2e.ok(e2e.delete_workspace(agent, wid))
     diff = e2e.state_diff(before, lab.kernel_state(ws.ws))
     assert not diff, diff
+
+
+def test_restart_reports_a_vanished_namespace_in_status_and_still_reattaches_the_others(env):
+    lab, agent = env.lab, env.agent
+    ws0, ws1 = env.ws, lab.add_workspace()
+    egress = e2e.create_egress(agent, env.socks)
+    eid = e2e.field(egress, "egress_id")
+    pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
+    w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
+    w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws1.path, pol))["workspace"], "workspace_id")
+    e2e.wait_applied(agent, w0, 1, eid, 1)
+    e2e.wait_applied(agent, w1, 1, eid, 1)
+    agent.stop(signal.SIGKILL)
+    lab.run(ws0.ws, "true")  # exists until now
+    e2e.labmod._run([e2e.labmod.IP, "netns", "del", ws0.ws])
+    agent.start()
+    e2e.labmod.wait_for(lambda: e2e.field(e2e.policy_status(agent, w0), "error"), timeout=15,
+                        what="an error for the vanished namespace")
+    e2e.wait_applied(agent, w1, 1, eid, 1)
+    assert e2e.peer(lab, ws1, e2e.covered(lab)) == lab.socks_inet_v4
+    # The vanished one can still be deleted.
+    e2e.ok(e2e.delete_workspace(agent, w0))
