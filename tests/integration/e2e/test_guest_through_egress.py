@@ -199,3 +199,22 @@ def test_get_agent_counts_the_workspaces_egresses_and_relayed_connections(attach
         ticker.kill()
         ticker.wait(timeout=10)
     e2e.labmod.wait_for(lambda: counts() == (1, 1, 0), timeout=10, what="GetAgent to drop the closed connection")
+
+
+def test_update_network_policy_applies_to_new_connections_at_once(attached):
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+    # Cover the whole lab internet: the formerly uncovered destination now goes
+    # through the Egress too.
+    workspace = e2e.update_policy(agent, attached.workspace,
+                                  e2e.policy((attached.egress_id, [lab.internet_v4_cidr])), drain_seconds=0)
+    assert e2e.num(e2e.field(workspace, "network_policy"), "revision") == 2
+    e2e.wait_applied(agent, attached.workspace_id, 2, attached.egress_id, 1)
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == lab.socks_inet_v4
+    # ISOLATED: nothing leaves, covered or not.
+    workspace = e2e.update_policy(agent, workspace, {"mode": "NETWORK_MODE_ISOLATED"}, drain_seconds=0)
+    assert e2e.num(e2e.field(workspace, "network_policy"), "revision") == 3
+    e2e.labmod.wait_for(lambda: e2e.num(e2e.policy_status(agent, attached.workspace_id), "applied_revision") == 3,
+                        timeout=15, what="revision 3 applied")
+    assert not e2e.reachable(lab, ws, e2e.covered(lab))
+    assert not e2e.reachable(lab, ws, e2e.uncovered(lab))

@@ -12,10 +12,23 @@ if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
 
 
-def test_fail_closed_covered_traffic_is_dropped_while_the_agent_is_killed(attached):
+# A clean stop must leave the table in place too. It does not yet:
+# DataplaneRuntime::~DataplaneRuntime() (agent/dataplane/dataplane_runtime.cpp) calls
+# attacher_.detach() for every Workspace, and NetnsAttacher::detach() removes the
+# table, rules and routes, so after SIGTERM covered traffic leaves directly.
+STOP_DETACHES = ("agent/dataplane: ~DataplaneRuntime detaches every Workspace on a clean stop, "
+                 "removing the fail-closed table")
+
+
+@pytest.mark.parametrize("sig", [
+    signal.SIGKILL,
+    pytest.param(signal.SIGTERM, marks=pytest.mark.xfail(strict=True, reason=STOP_DETACHES)),
+], ids=["killed", "stopped"])
+def test_fail_closed_covered_traffic_is_dropped_while_the_agent_is_killed_or_stopped(attached, sig):
     lab, ws, agent = attached.lab, attached.ws, attached.agent
     assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
-    assert agent.stop(signal.SIGKILL) == -signal.SIGKILL
+    code = agent.stop(sig)
+    assert code in ((-sig,) if sig == signal.SIGKILL else (0, -sig)), code
     # "While the agent is stopped, crashed [...] covered traffic must be dropped,
     # never delivered directly": several bounded attempts, none may connect.
     for _ in range(3):
