@@ -218,3 +218,40 @@ def test_update_network_policy_applies_to_new_connections_at_once(attached):
                         timeout=15, what="revision 3 applied")
     assert not e2e.reachable(lab, ws, e2e.covered(lab))
     assert not e2e.reachable(lab, ws, e2e.uncovered(lab))
+
+
+def start_dual_stack_dante(lab, port):
+    """dante listening on both of up0's addresses and leaving through both of inet0's
+    (v4 and v6): the data-plane helper's config widened to the interfaces."""
+    conf = e2e.dp.dante_conf(lab, port, internal="up0")
+    with open(conf) as f:
+        text = f.read()
+    text = text.replace(f"external: {lab.socks_inet_v4}", "external: inet0")
+    text += ("client pass { from: ::/0 to: ::/0 }\n"
+             "socks pass { from: 0.0.0.0/0 to: ::/0 command: connect }\n"
+             "socks pass { from: ::/0 to: 0.0.0.0/0 command: connect }\n"
+             "socks pass { from: ::/0 to: ::/0 command: connect }\n")
+    with open(conf, "w") as f:
+        f.write(text)
+    proc = lab.popen(lab.socks, "/usr/sbin/danted", "-f", conf, "-N", "1")
+    e2e.labmod.wait_for(lambda: lab.tcp_request(lab.socks, lab.socks_v4, port, timeout=0.5, read=False)[0],
+                        timeout=10, what="dual-stack dante listening")
+    return proc
+
+
+@pytest.mark.parametrize("egress_family", ["v4", "v6"])
+def test_an_ipv6_guest_connection_goes_through_its_egress(env, egress_family):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    dst = lab.internet_v6(10)
+    lab._ensure_bindable(lab.inet, dst)
+    e2e.dp.start_bulk_server(lab, dst, e2e.PORT)
+    start_dual_stack_dante(lab, 1083)
+    socks = f"{lab.socks_v4}:1083" if egress_family == "v4" else f"[{lab.socks_v6}]:1083"
+    egress = e2e.create_egress(agent, socks)
+    eid = e2e.field(egress, "egress_id")
+    wid = e2e.field(e2e.ok(e2e.create_workspace(agent, ws.path, e2e.policy((eid, [lab.internet_v6_cidr]))))
+                    ["workspace"], "workspace_id")
+    e2e.wait_applied(agent, wid, 1, eid, 1)
+    assert e2e.peer(lab, ws, dst) == lab.socks_inet_v6, e2e.policy_status(agent, wid)
+    # v4 is not covered by this policy: it leaves directly.
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
