@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "dataplane"))
 
 import dp_fixtures as dp  # noqa: E402
 import lab as labmod  # noqa: E402
-from kibotos_agent import BUILD_ROOT  # noqa: E402
+from kibotos_agent import BUILD_ROOT, deep_merge  # noqa: E402,F401
 
 PORT = 9000
 EGRESS = "kibotos.ctrl.v1.EgressService/"
@@ -182,10 +182,10 @@ def wait_applied(agent, workspace_id, policy_revision, egress_id=None, egress_re
 
 
 # -- guest side ----------------------------------------------------------------------
-def peer(lab, ws, addr, timeout=30):
+def peer(lab, ws, addr, port=PORT, timeout=30):
     """The address the destination saw for a new connection from the guest, or None."""
     p = lab.run(ws.guest, dp.PYTHON, os.path.join(os.path.dirname(dp.__file__), "guest_client.py"),
-                "peer", addr, PORT, check=False, timeout=timeout)
+                "peer", addr, port, check=False, timeout=timeout)
     line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
     return line.split()[1] if p.returncode == 0 and line.startswith("PEER ") else None
 

@@ -57,3 +57,11 @@ def test_delete_egress_is_failed_precondition_while_referenced_and_succeeds_afte
     assert how in ("reset", "eof"), how
     assert at - t0 <= 3.0, at - t0
     assert e2e.error_code(e2e.call(agent, e2e.EGRESS + "GetEgress", {"egressId": attached.egress_id})) == "not_found"
+
+
+def test_delete_egress_succeeds_once_its_workspace_is_deleted(attached):
+    agent = attached.agent
+    assert e2e.error_code(e2e.delete_egress(agent, attached.egress_id)) == "failed_precondition"
+    e2e.ok(e2e.delete_workspace(agent, attached.workspace_id))
+    e2e.ok(e2e.delete_egress(agent, attached.egress_id))
+    assert e2e.error_code(e2e.call(agent, e2e.EGRESS + "GetEgress", {"egressId": attached.egress_id})) == "not_found"

@@ -4,6 +4,7 @@ the guest's covered traffic reaches its server through dante, uncovered traffic
 leaves directly, and network_policy_status shows what the data plane enforces."""
 import json
 import os
+import types
 
 import pytest
 
@@ -255,3 +256,38 @@ def test_an_ipv6_guest_connection_goes_through_its_egress(env, egress_family):
     assert e2e.peer(lab, ws, dst) == lab.socks_inet_v6, e2e.policy_status(agent, wid)
     # v4 is not covered by this policy: it leaves directly.
     assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+
+
+def test_only_the_policy_ports_are_covered(env):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    e2e.dp.start_bulk_server(lab, e2e.covered(lab), e2e.PORT + 1)
+    eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+    pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
+    pol["egresses"][0]["ports"] = [{"first": e2e.PORT, "last": e2e.PORT}]
+    wid = e2e.field(e2e.ok(e2e.create_workspace(agent, ws.path, pol))["workspace"], "workspace_id")
+    e2e.wait_applied(agent, wid, 1, eid, 1)
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    assert e2e.peer(lab, ws, e2e.covered(lab), port=e2e.PORT + 1) == ws.guest_v4
+
+
+def test_the_per_workspace_connection_cap_resets_connections_beyond_it(lab, agent_factory):
+    ws = lab.add_workspace()
+    e2e.start_destinations(lab)
+    e2e.dp.start_dante(lab, 1080)
+    agent = agent_factory(config=e2e.deep_merge(e2e.agent_config(lab),
+                                                {"dataplane": {"max_connections_per_workspace": 2}}))
+    env = types.SimpleNamespace(lab=lab, ws=ws, agent=agent, socks=f"{lab.socks_v4}:1080")
+    egress, workspace = e2e.attach(env)
+    eid, wid = e2e.field(egress, "egress_id"), e2e.field(workspace, "workspace_id")
+    tickers = [e2e.start_ticker(lab, ws, e2e.covered(lab)) for _ in range(2)]
+    try:
+        e2e.labmod.wait_for(lambda: e2e.num(e2e.egress_status(e2e.policy_status(agent, wid), eid),
+                                            "active_connections") == 2, timeout=10, what="two connections")
+        assert e2e.peer(lab, ws, e2e.covered(lab)) is None
+        assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+    finally:
+        for t in tickers:
+            t.kill()
+            t.wait(timeout=10)
+    e2e.labmod.wait_for(lambda: e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4, timeout=10,
+                        what="room under the cap again")
