@@ -111,3 +111,25 @@ def test_restart_reports_a_vanished_namespace_in_status_and_still_reattaches_the
     assert e2e.peer(lab, ws1, e2e.covered(lab)) == lab.socks_inet_v4
     # The vanished one can still be deleted.
     e2e.ok(e2e.delete_workspace(agent, w0))
+
+
+def test_deleting_one_workspace_leaves_the_other_attached(env):
+    lab, agent = env.lab, env.agent
+    ws0, ws1 = env.ws, lab.add_workspace()
+    eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+    pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
+    w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
+    w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws1.path, pol))["workspace"], "workspace_id")
+    e2e.wait_applied(agent, w1, 1, eid, 1)
+    ticker = e2e.start_ticker(lab, ws1, e2e.covered(lab))
+    try:
+        state1 = lab.kernel_state(ws1.ws)
+        e2e.ok(e2e.delete_workspace(agent, w0))
+        assert e2e.peer(lab, ws0, e2e.covered(lab)) == ws0.guest_v4
+        assert e2e.peer(lab, ws1, e2e.covered(lab)) == lab.socks_inet_v4
+        assert lab.kernel_state(ws1.ws) == state1
+        assert ticker.poll() is None  # ws1's relayed connection still flows
+        assert e2e.num(e2e.egress_status(e2e.policy_status(agent, w1), eid), "active_connections") == 1
+    finally:
+        ticker.kill()
+        ticker.wait(timeout=10)
