@@ -38,6 +38,12 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr.value())));
   unsigned n = config.dataplane.threads != 0 ? config.dataplane.threads
                                              : std::max(1u, std::thread::hardware_concurrency());
+  dns::DnsServiceOptions dopts;
+  dopts.handshake_ms = rt->worker_opts_.timeouts.handshake_ms;
+  dopts.resolver = rt->worker_opts_.resolver;
+  auto dns = dns::DnsService::start(dopts, rt->address_policy_, {});
+  if (!dns.ok()) return std::move(dns).error();
+  rt->dns_ = std::move(dns.value());
   for (unsigned i = 0; i < n; ++i) {
     WorkerHost& host = *rt;
     auto w = std::make_unique<Worker>(i, host, rt->worker_opts_);
@@ -63,12 +69,9 @@ DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& atta
 
 DataplaneRuntime::~DataplaneRuntime() {
   for (auto& w : workers_) w->stop();
-  std::vector<std::string> ids;
-  {
-    std::lock_guard lk(mu_);
-    for (auto& [id, e] : workspaces_) ids.push_back(id);
-  }
-  for (auto& id : ids) attacher_.detach(id);
+  dns_.reset();
+  // No detach: while the agent is stopped the namespaces keep their tables, which
+  // drop covered traffic (fail closed). Only workspace_deleted removes them.
 }
 
 void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) {
@@ -88,10 +91,12 @@ void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_se
     egress_acks_.try_emplace(id, std::vector<uint64_t>(workers_.size(), 0));
   }
   for (auto& w : workers_) w->publish_egress(t.value(), drain_seconds);
+  if (dns_) dns_->publish_egress(t.value(), drain_seconds);
 }
 
 void DataplaneRuntime::egress_deleted(const std::string& egress_id) {
   for (auto& w : workers_) w->delete_egress(egress_id);
+  if (dns_) dns_->delete_egress(egress_id);
   std::lock_guard lk(mu_);
   egress_acks_.erase(egress_id);
 }
@@ -134,6 +139,14 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
     std::lock_guard lk(mu_);
     workspaces_[workspace_id].policy = policy;
   }
+  if (dns_) {
+    dns::DnsListeners dl{std::move(listeners.dns_udp), std::move(listeners.dns_tcp)};
+    Status st = dns_->apply_workspace_at(workspace_id, netns, policy, std::move(dl));
+    if (!st.ok()) {
+      std::lock_guard lk(mu_);
+      workspaces_[workspace_id].error = "dns: " + st.error().message;
+    }
+  }
   for (unsigned i = 0; i < workers_.size(); ++i) {
     std::shared_ptr<UniqueFd> v4, v6;
     if (i < listeners.v4.size()) v4 = std::make_shared<UniqueFd>(std::move(listeners.v4[i]));
@@ -150,9 +163,18 @@ void DataplaneRuntime::workspace_deleted(const std::string& workspace_id) {
   }
   attacher_.detach(workspace_id);
   for (auto& w : workers_) w->remove_workspace(workspace_id);
+  if (dns_) dns_->remove_workspace(workspace_id);
 }
 
 ctrl::NetworkPolicyStatus DataplaneRuntime::workspace_status(const std::string& workspace_id) const {
+  ctrl::NetworkPolicyStatus s = tcp_status(workspace_id);
+  if (dns_ && s.error() != "workspace is not attached") {
+    if (auto d = dns_->status(workspace_id)) dns::add_dns_status(*d, s);
+  }
+  return s;
+}
+
+ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& workspace_id) const {
   ctrl::NetworkPolicyStatus s;
   std::lock_guard lk(mu_);
   auto it = workspaces_.find(workspace_id);

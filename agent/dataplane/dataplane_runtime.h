@@ -1,7 +1,8 @@
 #pragma once
 // kib::Runtime backed by the io_uring data plane: one Worker (thread + ring) per
 // core, Egress revisions published to every worker, Workspaces attached through a
-// WorkspaceAttacher (netns/) and their listeners spread over the workers.
+// WorkspaceAttacher (netns/) and their listeners spread over the workers; the
+// Workspaces' DNS goes to the DNS service.
 #include <atomic>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "agent/config/config.h"
 #include "agent/dataplane/worker.h"
+#include "agent/dns/dns_service.h"
 #include "agent/dataplane/workspace_attacher.h"
 #include "agent/runtime/runtime.h"
 
@@ -35,6 +37,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
 
  private:
   DataplaneRuntime(const Config& config, WorkspaceAttacher& attacher, policy::EndpointAddressPolicy addr);
+  ctrl::NetworkPolicyStatus tcp_status(const std::string& workspace_id) const;
   void ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) override;
   void ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) override;
 
@@ -50,6 +53,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   std::atomic<int64_t> total_connections_{0};
   WorkerOptions worker_opts_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  // The guests' DNS (its own loop thread), told everything the workers are.
+  std::unique_ptr<dns::DnsService> dns_;
 
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
   std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker

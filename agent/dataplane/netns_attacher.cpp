@@ -18,9 +18,14 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   WorkspaceListeners out;
   out.v4 = std::move(all.tcp.v4);
   out.v6 = std::move(all.tcp.v6);
+  for (auto* set : {&all.dns_udp, &all.dns_tcp}) {
+    auto& dst = set == &all.dns_udp ? out.dns_udp : out.dns_tcp;
+    for (auto& fd : set->v4) dst.push_back(std::move(fd));
+    for (auto& fd : set->v6) dst.push_back(std::move(fd));
+  }
   std::lock_guard lk(mu_);
   entries_.erase(workspace_id);
-  entries_.emplace(workspace_id, Entry{std::move(a.value()), std::move(all)});
+  entries_.emplace(workspace_id, Entry{std::move(a.value())});
   return out;
 }
 
@@ -47,16 +52,6 @@ std::string NetnsAttacher::health(const std::string& workspace_id) const {
   if (it == entries_.end()) return "workspace is not attached";
   if (!it->second.attachment.namespace_alive()) return "network namespace is gone";
   return {};
-}
-
-Result<netns::Listeners> NetnsAttacher::take_dns_listeners(const std::string& workspace_id) {
-  std::lock_guard lk(mu_);
-  auto it = entries_.find(workspace_id);
-  if (it == entries_.end()) return Error{Code::not_found, "workspace is not attached"};
-  netns::Listeners out;
-  out.dns_udp = std::move(it->second.dns.dns_udp);
-  out.dns_tcp = std::move(it->second.dns.dns_tcp);
-  return out;
 }
 
 }  // namespace kib::dataplane

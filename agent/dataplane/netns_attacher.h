@@ -18,13 +18,9 @@ class NetnsAttacher final : public WorkspaceAttacher {
   void detach(const std::string& workspace_id) override;
   std::string health(const std::string& workspace_id) const override;
 
-  // The DNS listeners of an attached Workspace (for the DNS forwarder), moved out.
-  Result<netns::Listeners> take_dns_listeners(const std::string& workspace_id);
-
  private:
   struct Entry {
     netns::Attachment attachment;
-    netns::Listeners dns;  // dns_udp / dns_tcp kept until their consumer takes them
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;

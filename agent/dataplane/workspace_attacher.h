@@ -15,6 +15,9 @@ struct WorkspaceListeners {
   // missing index: that loop does not accept on that family).
   std::vector<UniqueFd> v4;
   std::vector<UniqueFd> v6;
+  // Intercepted DNS (UDP and TCP, both families), for the DNS service.
+  std::vector<UniqueFd> dns_udp;
+  std::vector<UniqueFd> dns_tcp;
 };
 
 class WorkspaceAttacher {
