@@ -12,18 +12,8 @@ if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
 
 
-# A clean stop must leave the table in place too. It does not yet:
-# DataplaneRuntime::~DataplaneRuntime() (agent/dataplane/dataplane_runtime.cpp) calls
-# attacher_.detach() for every Workspace, and NetnsAttacher::detach() removes the
-# table, rules and routes, so after SIGTERM covered traffic leaves directly.
-STOP_DETACHES = ("agent/dataplane: ~DataplaneRuntime detaches every Workspace on a clean stop, "
-                 "removing the fail-closed table")
-
-
-@pytest.mark.parametrize("sig", [
-    signal.SIGKILL,
-    pytest.param(signal.SIGTERM, marks=pytest.mark.xfail(strict=True, reason=STOP_DETACHES)),
-], ids=["killed", "stopped"])
+# Killed (crash) and stopped cleanly (SIGTERM): in both the table stays and drops.
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
 def test_fail_closed_covered_traffic_is_dropped_while_the_agent_is_killed_or_stopped(attached, sig):
     lab, ws, agent = attached.lab, attached.ws, attached.agent
     assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
@@ -36,10 +26,11 @@ def test_fail_closed_covered_traffic_is_dropped_while_the_agent_is_killed_or_sto
     assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
 
 
-def test_restart_on_the_same_state_dir_reattaches_and_covered_traffic_flows_through_the_egress(attached):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
+def test_restart_on_the_same_state_dir_reattaches_and_covered_traffic_flows_through_the_egress(attached, sig):
     lab, ws, agent = attached.lab, attached.ws, attached.agent
     installed = e2e.without_listener_ports(lab.kernel_state(ws.ws))
-    agent.stop(signal.SIGKILL)
+    agent.stop(sig)
     assert not e2e.reachable(lab, ws, e2e.covered(lab), timeout=2.0)
     agent.start()
     e2e.wait_applied(agent, attached.workspace_id, 1, attached.egress_id, 1)
