@@ -2,17 +2,15 @@
 # fixtures here too (as api/conftest.py does), and make e2e_env importable.
 import os
 import sys
+import types
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from kibotos_agent import agent, agent_factory, tmp_state  # noqa: E402,F401
-
-import types  # noqa: E402
-
-import pytest  # noqa: E402
-
 import e2e_env as e2e  # noqa: E402
 
 

@@ -291,3 +291,15 @@ def test_the_per_workspace_connection_cap_resets_connections_beyond_it(lab, agen
             t.wait(timeout=10)
     e2e.labmod.wait_for(lambda: e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4, timeout=10,
                         what="room under the cap again")
+
+
+def test_a_refused_dial_resets_the_guest_and_shows_in_status(env):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    eid = e2e.field(e2e.create_egress(agent, f"{lab.socks_v4}:1999"), "egress_id")  # nothing listens
+    wid = e2e.field(e2e.ok(e2e.create_workspace(agent, ws.path, e2e.policy((eid, [e2e.covered(lab) + "/32"]))))
+                    ["workspace"], "workspace_id")
+    e2e.wait_applied(agent, wid, 1, eid, 1)
+    ok, line = e2e.dp.guest(lab, ws, "expect-reset", e2e.covered(lab), e2e.PORT, timeout=60)
+    assert ok, line
+    e2e.labmod.wait_for(lambda: e2e.field(e2e.egress_status(e2e.policy_status(agent, wid), eid), "last_error"),
+                        timeout=10, what="the dial error in status")
