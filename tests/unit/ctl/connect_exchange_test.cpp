@@ -1,0 +1,61 @@
+// kibotosctl against a stand-in agent: what it sends and how it reads the answer.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "agent/ctl/ctl_main.h"
+#include "fake_agent.h"
+
+using kib::ctl::run_ctl;
+
+TEST_CASE("a request is a Connect POST to /<service>/<method> with the proto3 JSON body") {
+  FakeAgent agent({{200, R"({"egress":{"egressId":"eg-1","revision":"1"}})"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "get", "eg-1", "--socket", agent.socket_path(), "-o", "json"}, out, err, nullptr) == 0);
+  const auto& reqs = agent.requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].path == "/kibotos.ctrl.v1.EgressService/GetEgress");
+  CHECK(reqs[0].body == R"({"egressId":"eg-1"})");
+  CHECK(out.str().find("\"egressId\": \"eg-1\"") != std::string::npos);
+}
+
+TEST_CASE("each write carries a fresh command ID") {
+  FakeAgent agent({{200, "{}"}, {200, "{}"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "delete", "eg-1", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  CHECK(run_ctl({"egress", "delete", "eg-1", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  const auto& reqs = agent.requests();
+  REQUIRE(reqs.size() == 2);
+  CHECK(reqs[0].body.find("\"commandId\":\"ctl-") != std::string::npos);
+  CHECK(reqs[0].body != reqs[1].body);
+}
+
+TEST_CASE("list --all follows next_page_token and prints every page's items") {
+  FakeAgent agent({{200, R"({"egresses":[{"egressId":"a"}],"nextPageToken":"t1"})"},
+                   {200, R"({"egresses":[{"egressId":"b"}]})"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "list", "--all", "--page-size", "1", "--socket", agent.socket_path()}, out, err,
+                nullptr) == 0);
+  const auto& reqs = agent.requests();
+  REQUIRE(reqs.size() == 2);
+  CHECK(reqs[1].body.find("\"pageToken\":\"t1\"") != std::string::npos);
+  CHECK(reqs[1].body.find("\"pageSize\":1") != std::string::npos);
+  CHECK(out.str().find("\na ") != std::string::npos);
+  CHECK(out.str().find("\nb ") != std::string::npos);
+  CHECK(out.str().find("next_page_token") == std::string::npos);
+}
+
+TEST_CASE("an error from the agent prints its code and message and exits 10 + code") {
+  FakeAgent agent({{404, R"({"code":"not_found","message":"egress eg-9 not found"})"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "get", "eg-9", "--socket", agent.socket_path()}, out, err, nullptr) == 15);
+  CHECK(err.str() == "error: not_found: egress eg-9 not found\n");
+  CHECK(out.str().empty());
+}
+
+TEST_CASE("unknown fields in an answer from a newer agent are ignored") {
+  FakeAgent agent({{200, R"({"agent":{"version":"9.9.9","newField":1}})"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"agent", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  CHECK(out.str().find("9.9.9") != std::string::npos);
+}
