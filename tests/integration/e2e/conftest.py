@@ -26,12 +26,14 @@ def lab():
 def env(lab, agent_factory):
     """One guest/ws pair, the two destinations, dante (no auth) on the socks namespace's
     port 1080 and a running agent; no Egress or Workspace yet. The agent is stopped
-    before the lab is removed (fixture teardown runs in reverse)."""
+    before the lab is removed (fixture teardown runs in reverse), and must exit
+    cleanly with no sanitizer report in its log."""
     ws = lab.add_workspace()
     e2e.start_destinations(lab)
     e2e.dp.start_dante(lab, 1080)
     agent = agent_factory(config=e2e.agent_config(lab))
-    return types.SimpleNamespace(lab=lab, ws=ws, agent=agent, socks=f"{lab.socks_v4}:1080")
+    yield types.SimpleNamespace(lab=lab, ws=ws, agent=agent, socks=f"{lab.socks_v4}:1080")
+    e2e.assert_clean_exit(agent)
 
 
 @pytest.fixture

@@ -250,3 +250,17 @@ def without_listener_ports(state):
     nft = re.sub(r"dport (\{[^}]*\}|\d+)", "dport PORTS", state["nft"])
     out["nft"] = re.sub(r"to :\d+", "to :PORT", nft)
     return out
+
+
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", "runtime error:")
+
+
+def assert_clean_exit(agent):
+    """Stops the agent (SIGTERM) if it runs; it must exit 0, and its log (every run
+    since the fixture started it) must hold no sanitizer report."""
+    if agent.alive():
+        code = agent.stop()
+        assert code == 0, f"kibotos-agent exited {code} on SIGTERM:\n{agent.log()[-4000:]}"
+    log = agent.log()
+    for mark in SANITIZER_MARKS:
+        assert mark not in log, f"{mark} in the agent's log:\n{log[log.index(mark) - 2000:][:6000]}"

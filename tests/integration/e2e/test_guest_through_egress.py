@@ -291,6 +291,7 @@ def test_the_per_workspace_connection_cap_resets_connections_beyond_it(lab, agen
             t.wait(timeout=10)
     e2e.labmod.wait_for(lambda: e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4, timeout=10,
                         what="room under the cap again")
+    e2e.assert_clean_exit(agent)
 
 
 def test_a_refused_dial_resets_the_guest_and_shows_in_status(env):
