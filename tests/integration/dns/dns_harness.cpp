@@ -84,9 +84,7 @@ std::string workspace_cmd(dns::DnsService& svc, dataplane::NetnsAttacher& attach
   if (attached.count(id) == 0) {
     auto ls = attacher.attach(id, path, p, 1);
     if (!ls.ok()) return "error: attach: " + ls.error().message;
-    auto dns_ls = attacher.take_dns_listeners(id);
-    if (!dns_ls.ok()) return "error: " + dns_ls.error().message;
-    listeners = dns::dns_listeners_from(std::move(*dns_ls));
+    listeners = dns::DnsListeners{std::move(ls->dns_udp), std::move(ls->dns_tcp)};
     attached[id];
   } else {
     if (auto st = attacher.update(id, p); !st.ok()) return "error: " + st.error().message;
