@@ -146,6 +146,14 @@ def test_create_workspace_with_a_missing_or_already_attached_netns_is_failed_pre
     e2e.ok(e2e.create_workspace(agent, ws.path, pol))
     status, body = e2e.create_workspace(agent, ws.path, pol)
     assert (status, e2e.field(body, "code")) == (400, "failed_precondition"), body
+    # The same namespace by another path is the same namespace.
+    sleeper = lab.popen(ws.ws, "sleep", "60")
+    alias = f"/proc/{sleeper.pid}/ns/net"
+    e2e.labmod.wait_for(lambda: os.path.exists(alias) and os.stat(alias).st_ino == os.stat(ws.path).st_ino,
+                        timeout=10, what="the sleeper to enter the namespace")
+    assert e2e.error_code(e2e.create_workspace(agent, alias, pol)) == "failed_precondition"
+    # A path that is not a network namespace.
+    assert e2e.error_code(e2e.create_workspace(agent, "/etc/hostname", pol)) == "failed_precondition"
     listed = e2e.ok(e2e.call(agent, e2e.WORKSPACE + "ListWorkspaces", {}))
     assert len(e2e.field(listed, "workspaces", [])) == 1
 
@@ -304,3 +312,17 @@ def test_a_refused_dial_resets_the_guest_and_shows_in_status(env):
     assert ok, line
     e2e.labmod.wait_for(lambda: e2e.field(e2e.egress_status(e2e.policy_status(agent, wid), eid), "last_error"),
                         timeout=10, what="the dial error in status")
+
+
+def test_concurrent_create_workspace_on_one_netns_attaches_it_once(env):
+    import concurrent.futures
+    lab, ws, agent = env.lab, env.ws, env.agent
+    eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+    pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: e2e.create_workspace(agent, ws.path, pol), range(4)))
+    codes = sorted("ok" if s == 200 else e2e.field(b, "code") for s, b in results)
+    assert codes == ["failed_precondition"] * 3 + ["ok"], results
+    wid = next(e2e.field(b["workspace"], "workspace_id") for s, b in results if s == 200)
+    e2e.wait_applied(agent, wid, 1, eid, 1)
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
