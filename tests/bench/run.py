@@ -218,7 +218,7 @@ class Bench:
         pids = [relay_pid] if relay_pid else None
         fams = self.args.families
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
-            self.measure_memory(relay_pid, warm_up=not entry["raw"].get("hold"))
+            self.measure_memory(relay_pid, warm_up=True)
         if "tput" in fams:
             self.measure_throughput(pids)
         if "conns" in fams:

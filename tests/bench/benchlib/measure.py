@@ -99,7 +99,7 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     if relay_pid and rss_base is not None:
         rss0 = rss_base
     fds0 = peers.fd_count(relay_pid) if relay_pid else None
-    lab0 = peers.lab_rss_kib(lab) + peers.kernel_kib()
+    kern0 = peers.kernel_kib()
     tcp0 = peers.tcp_mem_kib()
     avail0 = peers.mem_available_kib()
     p = lab.spawn(lab.guest, [tools["client"], "hold", L.INET_IP, str(peers.HTTP_PORT), str(n),
@@ -112,7 +112,7 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
         held, errors = int(line[1]), int(line[2])
         avail1 = peers.mem_available_kib()
         tcp1 = peers.tcp_mem_kib()
-        lab1 = peers.lab_rss_kib(lab) + peers.kernel_kib()
+        kern1 = peers.kernel_kib()
         rss1 = peers.rss_kib(relay_pid) if relay_pid else None
         fds1 = peers.fd_count(relay_pid) if relay_pid else None
         p.stdin.write("close\n")
@@ -132,7 +132,11 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     out = {"n": n, "held": held, "errors": errors,
            "sys_kib_per_conn": (avail0 - avail1) / held if held else None,
            "tcp_mem_kib_per_conn": (tcp1 - tcp0) / held if held else None,
-           "lab_kib_per_conn": (lab1 - lab0) / held if held else None}
+           "kernel_kib_per_conn": (kern1 - kern0) / held if held else None}
+    # Relay RSS + kernel: what the relay adds, without the SOCKS server's own growth
+    # (dante forks helpers as load grows and reaps them later: noise, not the relay).
+    out["lab_kib_per_conn"] = out["kernel_kib_per_conn"] + (
+        (rss1 - rss0) / held if relay_pid and held else 0) if held else None
     if relay_pid:
         out |= {"rss_idle_kib": rss0, "rss_held_kib": rss1,
                 "rss_kib_per_conn": (rss1 - rss0) / held if held else None,

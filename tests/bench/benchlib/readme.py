@@ -84,7 +84,7 @@ TARGETS = [
     ("p99 connect+first byte ≤ the best peer", "lat_p99_us", 1.0, "le"),
     ("relay RSS per idle connection ≤ the best peer", "rss_kib_per_conn", 1.0, "le"),
     ("system memory (MemAvailable) per idle connection ≤ the best peer", "sys_kib_per_conn", 1.0, "le"),
-    ("system memory (lab RSS + kernel) per idle connection ≤ the best peer", "lab_kib_per_conn", 1.0, "le"),
+    ("system memory (relay RSS + kernel) per idle connection ≤ the best peer", "lab_kib_per_conn", 1.0, "le"),
 ]
 
 
@@ -158,11 +158,13 @@ def notes_section(results):
         "servers and the clients; throughput through any relay is bounded by them.",
         f"- Load average at start / end: {m['load_start']} / {m.get('load_end', '?')}. "
         "Other work on the machine moves the MemAvailable figure most (it is machine-wide); "
-        "the 'lab RSS + kernel' row (RSS of every process in the lab's namespaces plus "
-        "kernel slab, stacks and page tables) is the steadier estimate of the same cost.",
-        "- In each run, memory is measured first, right after the relay starts (in a mode's "
-        "first run, after one unmeasured hold: dante forks helper processes as load grows "
-        "and keeps them); the relay's RSS per connection is counted from its RSS when fresh.",
+        "the 'relay RSS + kernel' row (the relay's RSS plus kernel slab, stacks and page "
+        "tables, which hold every socket's and pipe's kernel state) is the steadier estimate "
+        "of what a relayed connection costs the machine; it leaves out the SOCKS server's "
+        "own processes (dante forks helpers as load grows and reaps them later).",
+        "- In each run, memory is measured first, right after the relay starts, after one "
+        "unmeasured hold (so that dante has forked its helpers already); the relay's RSS per "
+        "connection is counted from its RSS when fresh.",
         "- The TLS column's lab and system memory include stunnel's side (a thread and TLS "
         "buffers per connection), which the plain columns do not have.",
         "- Runs are interleaved: run 1 of every mode in the column order of the table, then "

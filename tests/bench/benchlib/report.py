@@ -24,7 +24,7 @@ METRICS = {
     "rss_kib_per_conn": ("relay RSS per idle connection", "KiB", "low", "memory", None),
     "sys_kib_per_conn": ("system MemAvailable drop per idle connection", "KiB", "low", "memory",
                          "sys_kib_per_conn"),
-    "lab_kib_per_conn": ("lab RSS + kernel slab/stacks/page tables per idle connection", "KiB", "low",
+    "lab_kib_per_conn": ("relay RSS + kernel slab/stacks/page tables per idle connection", "KiB", "low",
                          "memory", "lab_kib_per_conn"),
     "hold_errors": ("idle connections not established", "count", "low", "memory", None),
     "fd_leak": ("relay fds left after closing them all", "count", "low", "memory", None),
@@ -171,7 +171,7 @@ def charts(out_dir, results):
                          results, relays)
     made["memory"] = _chart(out_dir, "memory_per_conn.png",
                             "Memory per idle relayed connection (lower is better)", "KiB per connection",
-                            [("rss_kib_per_conn", "relay RSS"), ("lab_kib_per_conn", "lab RSS + kernel"),
+                            [("rss_kib_per_conn", "relay RSS"), ("lab_kib_per_conn", "relay RSS + kernel"),
                              ("sys_kib_per_conn", "system (MemAvailable)")],
                             results, all_modes)
     made["connections"] = _chart(out_dir, "connections.png",
