@@ -98,8 +98,12 @@ def targets_section(results):
     lines += ["| target | measured | met |", "|---|---|---|"]
     for text, key, bound, cmp in TARGETS:
         fig = k["metrics"].get(key)
-        if not fig or "ratio_best_peer" not in fig:
+        if not fig:
             lines.append(f"| {text} | not measured | – |")
+            continue
+        if "ratio_best_peer" not in fig:
+            lines.append(f"| {text} | {report._fmt(fig['median'])}; no ratio: the best peer's figure is "
+                         "at or below zero (noise) | – |")
             continue
         r = fig["ratio_best_peer"]
         ok = r <= bound if cmp == "le" else r >= bound
