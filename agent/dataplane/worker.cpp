@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <atomic>
 #include <future>
+
+#include <spdlog/spdlog.h>
 
 namespace kib::dataplane {
 
@@ -18,6 +22,16 @@ void reset_and_close(int fd) {
 }
 
 constexpr uint64_t kAcceptPauseMs = 200;
+
+// "EMFILE/ENFILE survived (pause accepting, log once, resume)": one warning per
+// process, not one per listener and pause, so a saturated host does not flood the log.
+void log_accept_pause_once(int err) {
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  spdlog::warn("data plane out of {} ({}): accepting paused for {} ms at a time until resources return; "
+               "raise LimitNOFILE or lower dataplane.max_connections",
+               err == EMFILE || err == ENFILE ? "file descriptors" : "memory", std::strerror(err), kAcceptPauseMs);
+}
 
 }  // namespace
 
@@ -49,6 +63,7 @@ class Listener final : private uring::Completion, private uring::TimerHandler {
       else worker_.on_accept(ws_, res);
     } else if (!closing_ && (res == -EMFILE || res == -ENFILE || res == -ENOMEM || res == -ENOBUFS)) {
       // Out of descriptors or memory: stop accepting for a moment, then resume.
+      log_accept_pause_once(-res);
       paused_ = true;
       loop_.timers().arm(timer_, loop_.now_ms() + kAcceptPauseMs);
       return;
