@@ -1,7 +1,6 @@
 """Shared pieces of the data-plane integration tests: the relay harness (the real
 DataplaneRuntime commanded over stdin), SOCKS5/TLS peers, and guest-side clients."""
 import os
-import select
 import subprocess
 import sys
 import tempfile
@@ -9,34 +8,18 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lab as labmod  # noqa: E402
+from stdin_harness import StdinHarness  # noqa: E402
 
 BUILD = os.environ.get("KIBOTOS_BUILD_ROOT", "")
 HARNESS = os.path.join(BUILD, "tests/integration/dataplane/relay_harness")
 PYTHON = "/usr/bin/python3"
 
 
-class Harness:
+class Harness(StdinHarness):
     """relay_harness in the root namespace (where the lab's agent dials from)."""
 
     def __init__(self, lab, *flags):
-        args = [HARNESS, "--allow", "10.0.0.0/8", "--allow", "fd00::/8", *map(str, flags)]
-        self.proc = lab.popen(None, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, bufsize=1)
-        assert self.read_line(10) == "ready"
-
-    def read_line(self, timeout=10):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            raise TimeoutError("relay_harness did not answer")
-        return self.proc.stdout.readline().strip()
-
-    def cmd(self, line, expect_ok=True):
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        out = self.read_line()
-        if expect_ok:
-            assert out == "ok", f"{line!r} -> {out}"
-        return out
+        super().__init__(HARNESS, lab, *flags)
 
     def status(self, ws_id):
         import json

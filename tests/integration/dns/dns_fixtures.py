@@ -2,13 +2,13 @@
 attachment and DnsService, commanded over stdin), a dnsmasq upstream in `inet`,
 dante with UDP ASSOCIATE in `socks`, and dig in the guest."""
 import os
-import select
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lab as labmod  # noqa: E402
+from stdin_harness import StdinHarness  # noqa: E402
 
 BUILD = os.environ.get("KIBOTOS_BUILD_ROOT", "")
 HARNESS = os.path.join(BUILD, "tests/integration/dns/dns_harness")
@@ -21,28 +21,11 @@ BIG_NAME = "big.kib"
 BIG_STRINGS = ["a" * 250, "b" * 250, "c" * 250]
 
 
-class Harness:
+class Harness(StdinHarness):
     """dns_harness in the root namespace (where the agent sends upstream DNS from)."""
 
     def __init__(self, lab, *flags):
-        args = [HARNESS, "--allow", "10.0.0.0/8", "--allow", "fd00::/8", *map(str, flags)]
-        self.proc = lab.popen(None, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, bufsize=1)
-        assert self.read_line(10) == "ready"
-
-    def read_line(self, timeout=10):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            raise TimeoutError("dns_harness did not answer")
-        return self.proc.stdout.readline().strip()
-
-    def cmd(self, line, expect_ok=True):
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        out = self.read_line()
-        if expect_ok:
-            assert out == "ok", f"{line!r} -> {out}"
-        return out
+        super().__init__(HARNESS, lab, *flags)
 
     def counters(self, ws_id):
         words = self.cmd(f"counters {ws_id}", expect_ok=False).split()
