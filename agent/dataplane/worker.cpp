@@ -33,6 +33,16 @@ void log_accept_pause_once(int err) {
                err == EMFILE || err == ENFILE ? "file descriptors" : "memory", std::strerror(err), kAcceptPauseMs);
 }
 
+// Whether one more relayed connection fits: its guest and upstream sockets. A socket
+// (not a dup) also finds a full system file table (ENFILE).
+bool room_for_a_connection() {
+  int a = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int b = a >= 0 ? ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+  if (a >= 0) ::close(a);
+  if (b >= 0) ::close(b);
+  return b >= 0;
+}
+
 }  // namespace
 
 // Multishot accept on one transparent listener. Paused (timer) when the process or
@@ -54,6 +64,15 @@ class Listener final : private uring::Completion, private uring::TimerHandler {
     if (armed_) loop_.cancel(this, 0);
   }
   bool idle() const { return !armed_; }
+  // Out of descriptors or memory (accept's own error, or a dial's socket()): stop
+  // accepting; queued guests wait in the backlog instead of being accepted and reset.
+  void pause(int err) {
+    log_accept_pause_once(err);
+    if (closing_ || paused_) return;
+    paused_ = true;
+    loop_.timers().arm(timer_, loop_.now_ms() + kAcceptPauseMs);
+    if (armed_) loop_.cancel(this, 0);
+  }
 
  private:
   void complete(unsigned, int32_t res, uint32_t flags) override {
@@ -62,16 +81,14 @@ class Listener final : private uring::Completion, private uring::TimerHandler {
       if (closing_) ::close(res);
       else worker_.on_accept(ws_, res);
     } else if (!closing_ && (res == -EMFILE || res == -ENFILE || res == -ENOMEM || res == -ENOBUFS)) {
-      // Out of descriptors or memory: stop accepting for a moment, then resume.
-      log_accept_pause_once(-res);
-      paused_ = true;
-      loop_.timers().arm(timer_, loop_.now_ms() + kAcceptPauseMs);
-      return;
+      return pause(-res);
     }
     if (closing_) return worker_.maybe_free(&ws_);
     if (!armed_ && !paused_) arm();
   }
   void on_timer(uring::Timer&) override {
+    // "resume" once resources returned; until then stay paused.
+    if (!room_for_a_connection()) return loop_.timers().arm(timer_, loop_.now_ms() + kAcceptPauseMs);
     paused_ = false;
     arm();
   }
@@ -315,6 +332,11 @@ void Worker::on_dial_failed(relay::RelayConnection& c, const std::string& reason
   EgressStats& es = stats_for(ws, c.target().egress_id());
   es.dial_failures.fetch_add(1, std::memory_order_relaxed);
   es.set_error(reason);
+}
+
+void Worker::on_out_of_resources(int err) {
+  for (auto& [id, ws] : workspaces_)
+    for (auto& l : ws->listeners) l->pause(err);
 }
 
 void Worker::on_closed(relay::RelayConnection& c) {

@@ -105,7 +105,11 @@ void RelayConnection::connect_next() {
   if (hs_->next >= hs_->addresses.size()) return dial_failed(hs_->last_error);
   hs_->peer = to_socket_address(hs_->addresses[hs_->next++], target_->endpoint.port);
   int fd = ::socket(hs_->peer.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-  if (fd < 0) return dial_failed(errno_text("socket", errno));
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) obs_.on_out_of_resources(err);
+    return dial_failed(errno_text("socket", err));
+  }
   up_fd_ = fd;
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -28,6 +28,9 @@ class ConnectionObserver {
   virtual Status check_address(const policy::IpAddress& a) = 0;
   virtual void on_established(RelayConnection& c) = 0;
   virtual void on_dial_failed(RelayConnection& c, const std::string& reason) = 0;
+  // Opening the upstream socket failed for want of descriptors or socket memory
+  // (errno err): the owner should stop accepting until they return.
+  virtual void on_out_of_resources(int err) = 0;
   // The connection stopped counting (closing); its operations may still be pending.
   virtual void on_closed(RelayConnection& c) = 0;
   // Every operation finished and every resource is released: delete c now.
