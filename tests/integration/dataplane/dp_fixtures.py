@@ -9,6 +9,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lab as labmod  # noqa: E402
 from stdin_harness import StdinHarness  # noqa: E402
+from dante_process import popen_danted  # noqa: E402
 
 BUILD = os.environ.get("KIBOTOS_BUILD_ROOT", "")
 HARNESS = os.path.join(BUILD, "tests/integration/dataplane/relay_harness")
@@ -133,19 +134,7 @@ def start_dante_with_user(lab, user, password, port=1082):
     """dante with RFC 1929 auth against a system user that exists only in a private
     mount namespace (bind-mounted passwd/shadow): the host's files are untouched."""
     conf = dante_conf(lab, port, auth=True)
-    hashed = subprocess.run(["openssl", "passwd", "-6", password], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    tmp = tempfile.mkdtemp(prefix="kib-dante-users-")
-    with open("/etc/passwd") as f:
-        passwd = f.read()
-    with open(os.path.join(tmp, "passwd"), "w") as f:
-        f.write(passwd + f"{user}:x:4242:4242::/nonexistent:/usr/sbin/nologin\n")
-    with open(os.path.join(tmp, "shadow"), "w") as f:
-        f.write(f"root:*:19000:0:99999:7:::\n{user}:{hashed}:19000:0:99999:7:::\n")
-    os.chmod(os.path.join(tmp, "shadow"), 0o600)
-    script = (f"mount --bind {tmp}/passwd /etc/passwd && mount --bind {tmp}/shadow /etc/shadow && "
-              f"exec /usr/sbin/danted -f {conf} -N 1")
-    proc = lab.popen(lab.socks, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+    proc = popen_danted(lab, conf, user, password)
     labmod.wait_for(lambda: lab.tcp_request(lab.socks, lab.socks_v4, port, timeout=0.5, read=False)[0],
                     timeout=10, what="dante (auth) listening")
     return proc
