@@ -172,15 +172,6 @@ DnsListeners dns_listeners_from(netns::Listeners&& l) {
   return out;
 }
 
-void add_dns_status(const WorkspaceDnsStatus& dns, ::kibotos::ctrl::v1::NetworkPolicyStatus& status) {
-  for (const auto& r : dns.resolvers) {
-    if (r.egress_id.empty() || r.last_error.empty()) continue;
-    for (auto& e : *status.mutable_egresses()) {
-      if (e.egress_id() == r.egress_id && e.last_error().empty()) e.set_last_error("dns " + r.address + ": " + r.last_error);
-    }
-  }
-}
-
 void DnsService::remove_workspace(const std::string& workspace_id) {
   Engine* e = engine_.get();
   loop_->post([e, workspace_id] { e->workspaces.erase(workspace_id); });
@@ -197,25 +188,6 @@ std::optional<WorkspaceDnsStatus> DnsService::status(const std::string& workspac
   });
   if (fut.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
   return fut.get();
-}
-
-std::string describe_dns_status(const WorkspaceDnsStatus& s) {
-  std::string out = "dns: queries=" + std::to_string(s.counters.queries) +
-                    " answers=" + std::to_string(s.counters.answers) +
-                    " timeouts=" + std::to_string(s.counters.timeouts) +
-                    " failovers=" + std::to_string(s.counters.failovers) +
-                    " in_flight=" + std::to_string(s.in_flight) + "/" + std::to_string(s.max_in_flight);
-  for (size_t i = 0; i < kFailureReasonCount; ++i) {
-    if (s.counters.failures[i] == 0) continue;
-    out += " failed_" + std::string(failure_reason_name(static_cast<FailureReason>(i))) + "=" +
-           std::to_string(s.counters.failures[i]);
-  }
-  for (const auto& r : s.resolvers) {
-    out += "; " + r.address + ": " + r.channel;
-    if (r.egress_revision != 0) out += " rev " + std::to_string(r.egress_revision);
-    if (!r.last_error.empty()) out += " (last error: " + r.last_error + ")";
-  }
-  return out;
 }
 
 }  // namespace kib::dns

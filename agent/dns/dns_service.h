@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/dns/dns_status.h"
 #include "agent/dns/workspace_dns.h"
 #include "agent/policy/name_resolver.h"
 #include "agent/policy/special_purpose.h"
@@ -83,14 +84,5 @@ class DnsService {
 // The DNS sockets of an attachment (NetnsAttacher::take_dns_listeners), every fd of
 // both families.
 DnsListeners dns_listeners_from(netns::Listeners&& listeners);
-
-// Puts what the DNS of a workspace needs an operator to see into its status while the
-// proto has no DNS fields: an association's or connection's last error goes to the
-// egresses[] entry of its Egress (when that entry has no error of its own).
-void add_dns_status(const WorkspaceDnsStatus& dns, ::kibotos::ctrl::v1::NetworkPolicyStatus& status);
-
-// One line for status and logs: counters, failures by reason, in flight / cap, and
-// each resolver's channel state and last error. (The proto has no DNS fields yet.)
-std::string describe_dns_status(const WorkspaceDnsStatus& dns);
 
 }  // namespace kib::dns

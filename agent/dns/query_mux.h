@@ -87,6 +87,8 @@ class QueryMux {
 
   std::optional<Clock::time_point> next_deadline() const;
   size_t in_flight() const { return pending_.size(); }
+  // The cap in force (the option, at most one ID space).
+  size_t max_in_flight() const { return options_.max_in_flight; }
   size_t in_flight_on(size_t resolver) const { return ids_[resolver].size(); }
   const DnsCounters& counters() const { return counters_; }
 

@@ -54,9 +54,10 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   }
 
   std::string state() const override {
-    if (fd_ >= 0) return route_.egress ? "associated (relay " + relay_.to_string() + ")" : "ready";
+    if (fd_ >= 0) return route_.egress ? "associated" : "ready";
     return "associating";
   }
+  std::string relay_address() const override { return fd_ >= 0 && route_.egress ? relay_.to_string() : ""; }
 
  private:
   Status open_socket(const SocketAddress& peer) {

@@ -32,8 +32,10 @@ class UpstreamChannel {
   // must accept an event for a resolver whose channel it has not stored yet.
   // No event after this; the channel deletes itself once its operations are done.
   virtual void close() = 0;
-  // "connecting", "ready", for status.
+  // For status: "connecting", "associating", "ready" or "associated".
   virtual std::string state() const = 0;
+  // The SOCKS5 relay address of an association ("ip:port"), else empty.
+  virtual std::string relay_address() const { return {}; }
 
  protected:
   virtual ~UpstreamChannel() = default;

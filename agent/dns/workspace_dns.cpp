@@ -37,6 +37,10 @@ Result<std::vector<ResolverRoute>> resolver_routes(const ::kibotos::ctrl::v1::Ne
   return out;
 }
 
+std::string resolver_label(const ResolverState& r) {
+  return std::string(r.tcp ? "tcp " : "udp ") + r.address + (r.egress_id.empty() ? "" : " via " + r.egress_id);
+}
+
 WorkspaceDns::WorkspaceDns(const StreamContext& ctx, EgressLookup egresses, ReplyOpener opener,
                            const WorkspaceDnsOptions& options, uint64_t policy_revision,
                            std::vector<ResolverRoute> resolvers)
@@ -286,17 +290,18 @@ WorkspaceDnsStatus WorkspaceDns::status() const {
   s.counters = retired_counters_;
   add_counters(s.counters, mux_->counters());
   s.in_flight = mux_->in_flight();
-  s.max_in_flight = options_.max_in_flight;
+  s.max_in_flight = mux_->max_in_flight();
   for (size_t i = 0; i < resolvers_.size(); ++i) {
     const auto& r = resolvers_[i];
     ResolverState st;
-    st.address = std::string(r.tcp ? "tcp " : "udp ") + r.address.to_string() +
-                 (r.egress_id.empty() ? "" : " via " + r.egress_id);
-    st.channel = "none";
+    st.tcp = r.tcp;
+    st.address = r.address.to_string();
+    st.state = "idle";
     st.egress_id = r.egress_id;
     for (const auto& [token, slot] : slots_) {
       if (slot.resolver != i || slot.drain_deadline_ms != 0 || !slot.channel || slot.tcp != r.tcp) continue;
-      st.channel = slot.channel->state();
+      st.state = slot.channel->state();
+      st.relay_address = slot.channel->relay_address();
       st.egress_revision = slot.egress_revision;
     }
     st.last_error = last_errors_[i];

@@ -38,12 +38,17 @@ struct WorkspaceDnsOptions {
 };
 
 struct ResolverState {
-  std::string address;    // "udp 10.0.0.53:53 via egress-1"
-  std::string egress_id;
-  std::string channel;    // "none", "connecting", "ready", "associated"
+  bool tcp = false;
+  std::string address;        // "10.0.0.53:53"
+  std::string egress_id;      // empty: straight from the host namespace
+  std::string state;          // "idle", "connecting", "associating", "ready", "associated"
+  std::string relay_address;  // of an association, else empty
   uint64_t egress_revision = 0;
   std::string last_error;
 };
+
+// "udp 10.0.0.53:53 via egress-1", for logs and error messages.
+std::string resolver_label(const ResolverState& r);
 
 struct WorkspaceDnsStatus {
   uint64_t policy_revision = 0;
