@@ -102,8 +102,11 @@ std::string prerouting_chain(const RulesetParams& p, const std::vector<CoveredRo
   l.add("ct direction reply return");
   listener_guard(l, p.ports);
   // Connections the agent already holds stay with it whatever the policy now says:
-  // a policy update drains them in the data plane, they never leave directly.
-  l.add("meta l4proto tcp socket transparent 1 meta mark set " + mark + " accept");
+  // a policy update drains them in the data plane, they never leave directly. Not a
+  // new SYN: one that reuses the 4-tuple of a connection the agent closed first would
+  // match its TIME_WAIT socket, which answers with an ACK (the guest resets and
+  // retries later); tproxy below reopens TIME_WAIT onto the listener instead.
+  l.add("tcp flags & (syn | ack) != syn socket transparent 1 meta mark set " + mark + " accept");
   if (p.policy.intercept_dns) prerouting_dns(l, p, mark);
   l.add("fib daddr type { local, broadcast, multicast } return");
   for (const auto& r : routes) prerouting_route(l, r, p, mark);

@@ -54,7 +54,7 @@ TEST_CASE("covered TCP is marked and sent to the TCP listener, v4 and v6 in sepa
       "ct direction reply return",
       "fib daddr type local tcp dport { 40000, 40002 } drop",
       "fib daddr type local udp dport 40001 drop",
-      "meta l4proto tcp socket transparent 1 meta mark set 0x6b696201 accept",
+      "tcp flags & (syn | ack) != syn socket transparent 1 meta mark set 0x6b696201 accept",
       "fib daddr type { local, broadcast, multicast } return",
       "ip daddr { 10.0.0.0/8 } tcp dport { 443 } meta mark set 0x6b696201 tproxy ip to :40000 accept",
       "ip daddr { 10.0.0.0/8 } tcp dport { 443 } drop",
@@ -195,7 +195,7 @@ TEST_CASE("isolated with resolvers still intercepts DNS") {
 
 TEST_CASE("connections already intercepted stay with the agent across updates") {
   auto t = build_ruleset(params(public_policy({})));
-  CHECK(chain(t, "prerouting")[5] == "meta l4proto tcp socket transparent 1 meta mark set 0x6b696201 accept");
+  CHECK(chain(t, "prerouting")[5] == "tcp flags & (syn | ack) != syn socket transparent 1 meta mark set 0x6b696201 accept");
   CHECK(chain(t, "output")[3] == "ct mark 0x6b696201 meta mark set 0x6b696201 accept");
 }
 
