@@ -89,6 +89,15 @@ Status parse_millis_into(const std::string& s, milliseconds& out) {
   return {};
 }
 
+// A positive duration of at most `max` (e.g. a wait that holds a query slot).
+Status parse_millis_at_most(const std::string& s, milliseconds max, const char* max_text, milliseconds& out) {
+  milliseconds v{};
+  KIB_TRY(parse_millis_into(s, v));
+  if (v > max) return Error{Code::invalid_argument, std::string("expected at most ") + max_text};
+  out = v;
+  return {};
+}
+
 Status parse_one_of(const std::string& s, std::initializer_list<std::string_view> allowed, std::string& out) {
   if (std::find(allowed.begin(), allowed.end(), s) != allowed.end()) {
     out = s;
@@ -238,15 +247,39 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
   return {};
 }
 
+// The per-Workspace DNS limits; max_in_flight stays inside one 16-bit DNS ID space.
+Status parse_dns(const Node& root, DnsConfig& d) {
+  const Node n = root["dns"];
+  if (!present(n)) return {};
+  const std::string p = "dns";
+  KIB_TRY(check_map(n, p, {"max_in_flight", "query_timeout", "reply_sockets", "max_guest_tcp_connections",
+                           "upstream_idle_timeout", "guest_tcp_idle_timeout"}));
+  KIB_TRY(with_scalar(n, p, "max_in_flight",
+                      [&](const std::string& s) { return parse_uint_into(s, 1, 60000, d.max_in_flight); }));
+  KIB_TRY(with_scalar(n, p, "query_timeout",
+                      [&](const std::string& s) { return parse_millis_at_most(s, seconds(60), "60s", d.query_timeout); }));
+  KIB_TRY(with_scalar(n, p, "reply_sockets",
+                      [&](const std::string& s) { return parse_uint_into(s, 1, 65536, d.reply_sockets); }));
+  KIB_TRY(with_scalar(n, p, "max_guest_tcp_connections", [&](const std::string& s) {
+    return parse_uint_into(s, 1, 65536, d.max_guest_tcp_connections);
+  }));
+  KIB_TRY(with_scalar(n, p, "upstream_idle_timeout",
+                      [&](const std::string& s) { return parse_millis_into(s, d.upstream_idle_timeout); }));
+  KIB_TRY(with_scalar(n, p, "guest_tcp_idle_timeout",
+                      [&](const std::string& s) { return parse_millis_into(s, d.guest_tcp_idle_timeout); }));
+  return {};
+}
+
 Status parse_root(const Node& root, Config& c) {
   if (!present(root)) return {};  // an empty file: every default
-  KIB_TRY(check_map(root, "", {"api", "state_dir", "log", "commands", "egress", "dataplane"}));
+  KIB_TRY(check_map(root, "", {"api", "state_dir", "log", "commands", "egress", "dataplane", "dns"}));
   KIB_TRY(parse_api(root, c.api));
   KIB_TRY(with_scalar(root, "", "state_dir", [&](const std::string& s) { return parse_absolute_path(s, c.state_dir); }));
   KIB_TRY(parse_log(root, c));
   KIB_TRY(parse_commands(root, c));
   KIB_TRY(parse_egress(root, c.egress));
-  return parse_dataplane(root, c.dataplane);
+  KIB_TRY(parse_dataplane(root, c.dataplane));
+  return parse_dns(root, c.dns);
 }
 
 }  // namespace

@@ -46,6 +46,22 @@ struct DataplaneConfig {
   std::chrono::seconds idle_timeout{3600};
 };
 
+// The guest DNS of each Workspace whose policy has resolvers.
+struct DnsConfig {
+  // Queries waiting for an answer, per Workspace; beyond, a query gets no answer.
+  uint32_t max_in_flight = 4096;
+  // Time a resolver has to answer one query before the next resolver is tried.
+  std::chrono::milliseconds query_timeout{2000};
+  // Transparent reply sockets kept open per Workspace (one per address the guest asked).
+  uint32_t reply_sockets = 256;
+  // Guest DNS-over-TCP connections per Workspace.
+  uint32_t max_guest_tcp_connections = 256;
+  // A UDP association or TCP connection to a resolver unused for this long is closed.
+  std::chrono::milliseconds upstream_idle_timeout{60000};
+  // A guest DNS-over-TCP connection with no query pending for this long is closed.
+  std::chrono::milliseconds guest_tcp_idle_timeout{10000};
+};
+
 struct Config {
   ApiConfig api;
   std::string state_dir = "/var/lib/kibotos";
@@ -54,6 +70,7 @@ struct Config {
   std::chrono::seconds commands_retention{24 * 3600};
   EgressConfig egress;
   DataplaneConfig dataplane;
+  DnsConfig dns;
 };
 
 // Parses YAML text. Unknown keys and bad values are errors naming the key.

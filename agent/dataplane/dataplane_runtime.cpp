@@ -41,6 +41,13 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   dns::DnsServiceOptions dopts;
   dopts.handshake_ms = rt->worker_opts_.timeouts.handshake_ms;
   dopts.resolver = rt->worker_opts_.resolver;
+  dns::WorkspaceDnsOptions& wo = dopts.workspace;  // config `dns:` section
+  wo.max_in_flight = config.dns.max_in_flight;
+  wo.attempt_timeout = config.dns.query_timeout;
+  wo.reply_sockets = config.dns.reply_sockets;
+  wo.max_guest_tcp_connections = config.dns.max_guest_tcp_connections;
+  wo.channel_idle_ms = static_cast<uint64_t>(config.dns.upstream_idle_timeout.count());
+  wo.guest_tcp_idle_ms = static_cast<uint64_t>(config.dns.guest_tcp_idle_timeout.count());
   auto dns = dns::DnsService::start(dopts, rt->address_policy_, {});
   if (!dns.ok()) return std::move(dns).error();
   rt->dns_ = std::move(dns.value());

@@ -40,6 +40,12 @@ TEST_CASE("an empty config file gives every embedded default") {
   CHECK(c.commands_retention == std::chrono::hours(24));
   CHECK(c.egress.allowed_special_purpose_cidrs.empty());
   CHECK(c.dataplane.threads == 0);
+  CHECK(c.dns.max_in_flight == 4096);
+  CHECK(c.dns.query_timeout == std::chrono::seconds(2));
+  CHECK(c.dns.reply_sockets == 256);
+  CHECK(c.dns.max_guest_tcp_connections == 256);
+  CHECK(c.dns.upstream_idle_timeout == std::chrono::seconds(60));
+  CHECK(c.dns.guest_tcp_idle_timeout == std::chrono::seconds(10));
 }
 
 TEST_CASE("a config of only comments or empty sections gives the defaults") {
@@ -77,6 +83,13 @@ dataplane:
   connect_timeout: 5s
   handshake_timeout: 7
   idle_timeout: 1h
+dns:
+  max_in_flight: 100
+  query_timeout: 750ms
+  reply_sockets: 16
+  max_guest_tcp_connections: 8
+  upstream_idle_timeout: 2m
+  guest_tcp_idle_timeout: 3s
 )");
   REQUIRE_MESSAGE(r.ok(), r.error().message);
   const Config& c = *r;
@@ -103,6 +116,12 @@ dataplane:
   CHECK(c.dataplane.connect_timeout == std::chrono::seconds(5));
   CHECK(c.dataplane.handshake_timeout == std::chrono::seconds(7));
   CHECK(c.dataplane.idle_timeout == std::chrono::hours(1));
+  CHECK(c.dns.max_in_flight == 100);
+  CHECK(c.dns.query_timeout == std::chrono::milliseconds(750));
+  CHECK(c.dns.reply_sockets == 16);
+  CHECK(c.dns.max_guest_tcp_connections == 8);
+  CHECK(c.dns.upstream_idle_timeout == std::chrono::minutes(2));
+  CHECK(c.dns.guest_tcp_idle_timeout == std::chrono::seconds(3));
 }
 
 TEST_CASE("unknown keys are errors naming the dotted key") {
@@ -111,6 +130,22 @@ TEST_CASE("unknown keys are errors naming the dotted key") {
   CHECK(error_of("api:\n  tls:\n    listen_on: x\n") == "api.tls.listen_on: unknown key");
   CHECK(error_of("dataplane: {thread: 2}\n") == "dataplane.thread: unknown key");
   CHECK(error_of("log: {colour: 1}\n") == "log.colour: unknown key");
+  CHECK(error_of("dns: {max_inflight: 2}\n") == "dns.max_inflight: unknown key");
+}
+
+TEST_CASE("bad DNS limits are errors naming the key") {
+  CHECK(starts_with(error_of("dns: {max_in_flight: 0}\n"), "dns.max_in_flight: expected an integer"));
+  // The cap stays inside one 16-bit DNS ID space.
+  CHECK(starts_with(error_of("dns: {max_in_flight: 60001}\n"), "dns.max_in_flight: expected an integer"));
+  CHECK(parse_config("dns: {max_in_flight: 60000}\n").ok());
+  CHECK(starts_with(error_of("dns: {query_timeout: 0}\n"), "dns.query_timeout: expected a positive duration"));
+  CHECK(error_of("dns: {query_timeout: 61s}\n") == "dns.query_timeout: expected at most 60s");
+  CHECK(starts_with(error_of("dns: {reply_sockets: many}\n"), "dns.reply_sockets: "));
+  CHECK(starts_with(error_of("dns: {reply_sockets: 0}\n"), "dns.reply_sockets: "));
+  CHECK(starts_with(error_of("dns: {max_guest_tcp_connections: -3}\n"), "dns.max_guest_tcp_connections: "));
+  CHECK(starts_with(error_of("dns: {upstream_idle_timeout: soon}\n"), "dns.upstream_idle_timeout: "));
+  CHECK(starts_with(error_of("dns: {guest_tcp_idle_timeout: 0s}\n"), "dns.guest_tcp_idle_timeout: "));
+  CHECK(error_of("dns: 5\n") == "dns: expected a mapping");
 }
 
 TEST_CASE("bad values are errors naming the key") {
