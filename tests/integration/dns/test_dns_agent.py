@@ -2,7 +2,9 @@
 udp_enabled, a Workspace whose policy has resolvers, dig in the guest (the data-plane
 runtime drives kib::dns::DnsService)."""
 import itertools
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -22,15 +24,30 @@ def call(agent, method, request):
     return body
 
 
-@pytest.fixture
-def env(agent_factory):
+LAB_CONFIG = {"egress": {"allowed_special_purpose_cidrs": ["10.0.0.0/8", "fd00::/8"]}}
+# DNS limits from the config file (not the defaults), so status shows they arrived.
+MAX_IN_FLIGHT = 123
+DNS_CONFIG = dict(LAB_CONFIG, dns={"max_in_flight": MAX_IN_FLIGHT, "query_timeout": "1s"})
+
+
+def make_env(agent_factory, config):
     with dx.labmod.Lab() as lab:
         ws = lab.add_workspace()
         dx.route_root_to_inet(lab)
         up4 = lab.internet_v4(53)
         upstream = dx.Dnsmasq(lab, [up4])
-        agent = agent_factory(config={"egress": {"allowed_special_purpose_cidrs": ["10.0.0.0/8", "fd00::/8"]}})
+        agent = agent_factory(config=config)
         yield lab, ws, agent, upstream, up4
+
+
+@pytest.fixture
+def env(agent_factory):
+    yield from make_env(agent_factory, LAB_CONFIG)
+
+
+@pytest.fixture
+def dns_env(agent_factory):
+    yield from make_env(agent_factory, DNS_CONFIG)
 
 
 def create_workspace(agent, ws, resolvers):
@@ -82,3 +99,108 @@ def test_udp_resolver_through_an_egress_without_udp_enabled_is_refused(env):
                            "resolvers": [{"udp": {"address": f"{up4}:53"}, "egress_id": egress}]},
     })
     assert body.get("code") == "failed_precondition", (status, body)
+
+
+# -- network_policy_status.dns ---------------------------------------------------------
+def field(obj, name, default=None):
+    """A proto3 JSON field by its proto name or its lowerCamelCase JSON name."""
+    if not isinstance(obj, dict):
+        return default
+    if name in obj:
+        return obj[name]
+    head, *rest = name.split("_")
+    return obj.get(head + "".join(p[:1].upper() + p[1:] for p in rest), default)
+
+
+def num(obj, name):
+    """A uint64/uint32 field (proto3 JSON writes uint64 as a string and omits zero)."""
+    return int(field(obj, name, 0) or 0)
+
+
+def workspace_id(ws_resource):
+    return field(ws_resource, "workspace_id")
+
+
+def policy_status(agent, wid):
+    status, body = agent.call("kibotos.ctrl.v1.WorkspaceService/GetWorkspace", {"workspace_id": wid})
+    assert status == 200, (status, body)
+    got = body["workspace"]
+    return field(got, "network_policy_status", {}) or {}
+
+
+def dns_status(agent, wid):
+    return field(policy_status(agent, wid), "dns")
+
+
+def failures(dns):
+    return {k: int(v) for k, v in (field(dns, "failures", {}) or {}).items()}
+
+
+def kibotosctl_json(agent, *args):
+    binary = os.path.join(dx.BUILD, "agent", "ctl", "kibotosctl")
+    p = subprocess.run([binary, "--socket", agent.socket_path, "-o", "json", *args], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, (args, p.stdout, p.stderr)
+    return json.loads(p.stdout)
+
+
+def test_status_counts_queries_and_answers_and_shows_the_association(dns_env):
+    lab, ws, agent, upstream, up4 = dns_env
+    dx.start_dante_udp(lab, 1080)
+    egress = create_egress(agent, f"{lab.socks_v4}:1080")
+    wid = workspace_id(create_workspace(agent, ws, [{"udp": {"address": f"{up4}:53"}, "egress_id": egress}]))
+    for _ in range(3):
+        assert dx.dig_short(lab, ws, lab.internet_v4(99), dx.TEST_NAME) == dx.TEST_V4
+    dns = dx.labmod.wait_for(lambda: (d := dns_status(agent, wid)) and num(d, "answers") == 3 and d,
+                             timeout=10, what="three answers counted")
+    assert num(dns, "queries") == 3, dns
+    assert num(dns, "in_flight") == 0, dns
+    assert num(dns, "max_in_flight") == MAX_IN_FLIGHT, dns
+    assert num(dns, "timeouts") == 0 and num(dns, "failovers") == 0, dns
+    assert set(failures(dns).values()) == {0} and "timeout" in failures(dns), dns
+    [r] = field(dns, "resolvers")
+    assert field(r, "address") == f"{up4}:53", r
+    assert field(r, "transport") == "udp", r
+    assert field(r, "egress_id") == egress, r
+    assert field(r, "state") == "associated", r
+    assert field(r, "relay_address"), r
+    assert num(r, "egress_revision") == 1, r
+    # kibotosctl prints the same field (its output follows the proto).
+    shown = kibotosctl_json(agent, "workspace", "status", wid)
+    shown = field(shown, "network_policy_status", shown)
+    shown_dns = field(shown, "dns")
+    assert num(shown_dns, "answers") == 3, shown
+    assert field(field(shown_dns, "resolvers")[0], "state") == "associated", shown
+
+
+def test_status_counts_a_black_holed_resolver_as_timeouts(dns_env):
+    lab, ws, agent, upstream, up4 = dns_env
+    hole = lab.internet_v4(66)
+    # Datagrams to the resolver vanish without an ICMP error.
+    lab.run(lab.inet, "nft", "-f", "-", input=(
+        "table inet kibdnstest {\n chain drop_dns {\n  type filter hook input priority 0;\n"
+        f"  ip daddr {hole} udp dport 53 drop\n }}\n}}\n"))
+    wid = workspace_id(create_workspace(agent, ws, [{"udp": {"address": f"{hole}:53"}}]))
+    rc, out = dx.dig(lab, ws, lab.internet_v4(99), dx.TEST_NAME, timeout=3)
+    # Every resolver timed out: the agent answers SERVFAIL itself (not a resolver's answer).
+    assert rc == 0 and "status: SERVFAIL" in out, out
+    # The configured query timeout (1 s) is shorter than dig's wait (3 s).
+    dns = dx.labmod.wait_for(lambda: (d := dns_status(agent, wid)) and failures(d).get("timeout") == 1 and d,
+                             timeout=10, what="the timeout counted")
+    assert num(dns, "queries") == 1, dns
+    assert num(dns, "answers") == 0, dns
+    assert num(dns, "timeouts") == 1, dns
+    assert num(dns, "in_flight") == 0, dns
+    assert sum(failures(dns).values()) == 1, dns
+    [r] = field(dns, "resolvers")
+    assert field(r, "address") == f"{hole}:53" and field(r, "transport") == "udp", r
+    assert not field(r, "egress_id"), r
+    assert field(r, "state") == "ready", r
+
+
+def test_a_policy_without_resolvers_has_no_dns_status(dns_env):
+    lab, ws, agent, upstream, up4 = dns_env
+    wid = workspace_id(create_workspace(agent, ws, []))
+    dx.labmod.wait_for(lambda: num(policy_status(agent, wid), "applied_revision") == 1, timeout=10,
+                       what="policy applied")
+    assert field(policy_status(agent, wid), "dns") is None
