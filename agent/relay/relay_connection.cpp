@@ -1,10 +1,12 @@
 #include "agent/relay/relay_connection.h"
 
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "agent/relay/socks5_client.h"
 
@@ -186,10 +188,53 @@ void RelayConnection::enter_relay() {
 void RelayConnection::arm_recv(int side) {
   unsigned tag = recv_tag(side);
   if (in_flight(tag) || phase_ == Phase::closing) return;
+  if (flow_[side].pipe) return splice_flow(side);
   io_uring_sqe* s = loop_.sqe(this, tag);
   io_uring_prep_recv(s, fd(side), nullptr, loop_.buffers().buffer_size(), 0);
   s->flags |= IOSQE_BUFFER_SELECT;
   s->buf_group = loop_.buffers().group_id();
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
+  set_in_flight(tag);
+}
+
+// A recv that filled a whole buffer means more is queued: the flow is bulk, and
+// splice moves it from now on without copying it through user space (plain only;
+// TLS needs the bytes). No pipe to be had (descriptors, memory): it keeps copying.
+void RelayConnection::maybe_start_splice(int side, uint32_t received) {
+  Flow& f = flow_[side];
+  if (f.pipe || tls_ || received < loop_.buffers().buffer_size()) return;
+  if (!nonblocking_) {
+    if (!set_nonblocking(guest_fd_) || !set_nonblocking(up_fd_)) return;
+    nonblocking_ = true;
+  }
+  f.pipe = SplicePipe::open();
+}
+
+// Moves a splicing flow's bytes until its source is empty, its destination full, the
+// budget used (fairness between the loop's connections) or the source's EOF.
+void RelayConnection::splice_flow(int side) {
+  constexpr size_t kBudget = 1u << 20;
+  const int other = side == kGuest ? kUp : kGuest;
+  Flow& f = flow_[side];
+  if (phase_ == Phase::closing || in_flight(recv_tag(side)) || in_flight(send_tag(other))) return;
+  size_t moved = 0;
+  int err = 0;
+  SplicePipe::Step step = f.pipe->pump(fd(side), fd(other), kBudget, &moved, &err);
+  if (moved > 0) last_activity_ = loop_.now_ms();
+  switch (step) {
+    case SplicePipe::Step::src_empty:
+    case SplicePipe::Step::yielded: return arm_poll(side, recv_tag(side), POLLIN);
+    case SplicePipe::Step::dst_full:
+      f.out_poll = true;
+      return arm_poll(other, send_tag(other), POLLOUT);
+    case SplicePipe::Step::eof: return handle_eof(side);
+    case SplicePipe::Step::error: return close(true);
+  }
+}
+
+void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {
+  io_uring_sqe* s = loop_.sqe(this, tag);
+  io_uring_prep_poll_add(s, fd(side), mask);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
   set_in_flight(tag);
 }
@@ -213,11 +258,22 @@ void RelayConnection::release_flow_buffer(Flow& f) {
 
 void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
   clear_in_flight(tag);
+  // A splicing flow's waits: POLLIN on its source (recv tag), POLLOUT on its
+  // destination (the destination's send tag).
+  auto splice_ready = [&](int side) {
+    if (phase_ == Phase::closing) return maybe_release();
+    if (res < 0) return close(true);
+    splice_flow(side);
+  };
   switch (tag) {
-    case kGuestRecv: return on_recv(kGuest, res, flags);
-    case kUpRecv: return on_recv(kUp, res, flags);
-    case kGuestSend: return on_send(kGuest, res);
-    case kUpSend: return on_send(kUp, res);
+    case kGuestRecv: return flow_[kGuest].pipe ? splice_ready(kGuest) : on_recv(kGuest, res, flags);
+    case kUpRecv: return flow_[kUp].pipe ? splice_ready(kUp) : on_recv(kUp, res, flags);
+    case kGuestSend:
+      if (std::exchange(flow_[kUp].out_poll, false)) return splice_ready(kUp);
+      return on_send(kGuest, res);
+    case kUpSend:
+      if (std::exchange(flow_[kGuest].out_poll, false)) return splice_ready(kGuest);
+      return on_send(kUp, res);
     case kConnect:
       if (phase_ == Phase::closing) return maybe_release();
       return on_connected(res);
@@ -274,6 +330,7 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
   f.data = data;
   f.off = 0;
   f.len = len;
+  maybe_start_splice(side, len);
   if (side == kGuest) pump_to_up();
   else pump_to_guest();
 }

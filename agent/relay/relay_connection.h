@@ -12,6 +12,7 @@
 
 #include "agent/policy/ip_address.h"
 #include "agent/relay/dial_target.h"
+#include "agent/relay/splice_pipe.h"
 #include "agent/relay/tls_session.h"
 #include "uring/loop.h"
 
@@ -97,6 +98,10 @@ class RelayConnection final : private uring::Completion,
     bool eof = false;           // the source sent FIN
     bool shut = false;          // FIN passed on to the destination
     bool need_buffer = false;   // recv got ENOBUFS
+    bool out_poll = false;      // the destination's send tag is a POLLOUT wait (splice)
+    // Set once the flow is bulk (plain relay only): from then on its bytes move by
+    // splice and its recv tag is a POLLIN wait on the source.
+    std::unique_ptr<SplicePipe> pipe;
   };
   struct Handshake;
 
@@ -127,6 +132,9 @@ class RelayConnection final : private uring::Completion,
   void pump_to_up();
   void pump_to_guest();
   void arm_recv(int side);
+  void maybe_start_splice(int side, uint32_t received);
+  void splice_flow(int side);
+  void arm_poll(int side, unsigned tag, unsigned mask);
   void submit_send(int side, const uint8_t* data, uint32_t len);
   void release_flow_buffer(Flow& f);
   void dial_failed(const std::string& reason);
@@ -151,6 +159,7 @@ class RelayConnection final : private uring::Completion,
   Phase phase_ = Phase::idle;
   uint8_t inflight_ = 0;
   bool closed_notified_ = false;
+  bool nonblocking_ = false;
 };
 
 }  // namespace kib::relay

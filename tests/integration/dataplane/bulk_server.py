@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 
-BLOCK = hashlib.sha256(b"kibotos").digest() * 32768  # 1 MiB
+from bulk_stream import MIB, block
 
 
 def handle(c, addr):
@@ -34,10 +34,12 @@ def handle(c, addr):
             c.sendall((h.hexdigest() + "\n").encode())
         elif line[0] == "DOWN":
             left = int(line[1])
+            i = 0
             while left > 0:
-                n = min(left, len(BLOCK))
-                c.sendall(BLOCK[:n] if n < len(BLOCK) else BLOCK)
+                n = min(left, MIB)
+                c.sendall(block(i)[:n])
                 left -= n
+                i += 1
         elif line[0] == "HOLD":
             c.sendall(b"HELD\n")
             while c.recv(4096):

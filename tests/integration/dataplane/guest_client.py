@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 
-BLOCK = hashlib.sha256(b"kibotos").digest() * 32768  # 1 MiB
+from bulk_stream import block
 
 
 def connect(addr, port, timeout=30):
@@ -28,9 +28,10 @@ def up(addr, port, mib):
     s = connect(addr, port)
     s.sendall(b"UP\n")
     h = hashlib.sha256()
-    for _ in range(mib):
-        s.sendall(BLOCK)
-        h.update(BLOCK)
+    for i in range(mib):
+        b = block(i)
+        s.sendall(b)
+        h.update(b)
     s.shutdown(socket.SHUT_WR)  # half-close: the reply must still arrive
     reply = s.makefile().readline().strip()
     ok = reply == h.hexdigest()
@@ -50,8 +51,8 @@ def down(addr, port, mib):
         h.update(chunk)
         got += len(chunk)
     want = hashlib.sha256()
-    for _ in range(mib):
-        want.update(BLOCK)
+    for i in range(mib):
+        want.update(block(i))
     ok = got == mib << 20 and h.hexdigest() == want.hexdigest()
     print("OK" if ok else f"MISMATCH got {got}")
     return ok

@@ -1,0 +1,64 @@
+#include "agent/relay/splice_pipe.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+
+namespace kib::relay {
+
+namespace {
+// Four times the default: a quarter of the splice calls per byte. The pages are
+// only pinned while bytes wait in the pipe. Refused (pipe-user-pages limits): the
+// default size still works.
+constexpr int kPipeSize = 256 * 1024;
+}  // namespace
+
+std::unique_ptr<SplicePipe> SplicePipe::open() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return nullptr;
+  int size = fcntl(p[1], F_SETPIPE_SZ, kPipeSize);
+  if (size <= 0) size = fcntl(p[1], F_GETPIPE_SZ);
+  if (size <= 0) size = 65536;
+  return std::unique_ptr<SplicePipe>(new SplicePipe(p[0], p[1], static_cast<size_t>(size)));
+}
+
+SplicePipe::Step SplicePipe::pump(int src, int dst, size_t budget, size_t* moved, int* err) {
+  constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
+  size_t done = 0;
+  for (;;) {
+    // Always empty the pipe before reading more: at EOF nothing is left behind.
+    while (piped_ > 0) {
+      ssize_t m = splice(r_.get(), nullptr, dst, nullptr, piped_, kFlags);
+      if (m < 0 && errno == EINTR) continue;
+      if (m < 0) {
+        *moved += done;
+        if (errno == EAGAIN) return Step::dst_full;
+        *err = errno;
+        return Step::error;
+      }
+      piped_ -= static_cast<size_t>(m);
+      done += static_cast<size_t>(m);
+    }
+    if (done >= budget) {
+      *moved += done;
+      return Step::yielded;
+    }
+    ssize_t n = splice(src, nullptr, w_.get(), nullptr, capacity_, kFlags);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *moved += done;
+      if (n == 0) return Step::eof;
+      if (errno == EAGAIN) return Step::src_empty;
+      *err = errno;
+      return Step::error;
+    }
+    piped_ = static_cast<size_t>(n);
+  }
+}
+
+bool set_nonblocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && ((fl & O_NONBLOCK) != 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+}
+
+}  // namespace kib::relay

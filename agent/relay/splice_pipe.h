@@ -1,0 +1,44 @@
+#pragma once
+// Moves the bytes of one direction of a plain relay socket -> pipe -> socket inside
+// the kernel (splice(2)): no copy through user space. Used only once a flow proves
+// to be bulk (a recv filled a whole buffer), so idle and chatty connections keep no
+// pipe. Both sockets must be O_NONBLOCK: SPLICE_F_NONBLOCK covers only the pipe.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "agent/common/unique_fd.h"
+
+namespace kib::relay {
+
+class SplicePipe {
+ public:
+  enum class Step : uint8_t {
+    src_empty,  // nothing more to read now: wait for src to be readable
+    dst_full,   // bytes wait in the pipe: wait for dst to be writable
+    yielded,    // the budget was used: let the loop run others, then go on
+    eof,        // src sent FIN and the pipe is empty
+    error,      // errno in `err`
+  };
+
+  // nullptr when out of descriptors or memory (the flow keeps copying instead).
+  static std::unique_ptr<SplicePipe> open();
+
+  // Moves up to about `budget` bytes from src to dst; adds what reached dst to *moved.
+  Step pump(int src, int dst, size_t budget, size_t* moved, int* err);
+  size_t pending() const { return piped_; }
+
+ private:
+  SplicePipe(int r, int w, size_t capacity) : r_(r), w_(w), capacity_(capacity) {}
+  UniqueFd r_;
+  UniqueFd w_;
+  size_t capacity_;
+  size_t piped_ = 0;  // in the pipe, not yet in dst
+};
+
+// Sets O_NONBLOCK (io_uring's socket operations ignore it; splice needs it).
+bool set_nonblocking(int fd);
+
+}  // namespace kib::relay
