@@ -1,10 +1,11 @@
 #include "agent/ctl/message_file.h"
 
 #include <cstdio>
-#include <regex>
 
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
+
+#include "agent/ctl/yaml_scalar.h"
 
 namespace kib::ctl {
 namespace {
@@ -36,8 +37,7 @@ void append_json_string(std::string& out, const std::string& s) {
 // A plain (unquoted) YAML scalar that JSON can carry as a literal: numbers, booleans
 // and null. Everything else, and every quoted scalar, becomes a JSON string.
 bool is_json_literal(const std::string& s) {
-  static const std::regex number(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)");
-  return s == "true" || s == "false" || s == "null" || std::regex_match(s, number);
+  return s == "true" || s == "false" || s == "null" || is_json_number(s);
 }
 
 Status append_node(std::string& out, const YAML::Node& n, int depth) {

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <regex>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <yaml-cpp/yaml.h>
 
+#include "agent/ctl/yaml_scalar.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 #include "kibotos/ctrl/v1/workspace.pb.h"
@@ -178,16 +178,6 @@ std::string render_fields(const Message& m) {
 
 // ---- yaml ----
 
-// A string that YAML would read back as something else (bool, null, number) must be
-// quoted to stay a string.
-bool looks_like_non_string(const std::string& s) {
-  static const std::regex special(
-      R"((?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL|~|)"
-      R"([-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?|0x[0-9a-fA-F_]+|0o?[0-7_]+|)"
-      R"([-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|[0-9][0-9_]*(?::[0-5]?[0-9])+))");
-  return s.empty() || std::regex_match(s, special);
-}
-
 void emit(YAML::Emitter& out, const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map:
@@ -208,7 +198,7 @@ void emit(YAML::Emitter& out, const YAML::Node& n) {
       const bool was_string = n.Tag() == "!";
       if (was_string && s.find('\n') != std::string::npos) {
         out << YAML::Literal << s;
-      } else if (was_string && looks_like_non_string(s)) {
+      } else if (was_string && reads_as_non_string(s)) {  // quoted to stay a string
         out << YAML::DoubleQuoted << s;
       } else {
         out << s;
