@@ -37,8 +37,14 @@ Result<std::string> server_entry(const std::string& text) {
     if (!parsed.ok()) return make_error(Code::invalid_argument, "resolver server: " + parsed.error().message);
     hp = std::move(*parsed);
   }
-  const std::string host = hp.ip->family == AF_INET6 ? "[" + hp.ip->to_string() + "]" : hp.ip->to_string();
-  return host + ":" + std::to_string(hp.port);
+  // Appended, not `"[" + ...`: that form trips GCC 12's -Wrestrict false positive at
+  // -O3 (GCC PR 105329, 105651).
+  const bool v6 = hp.ip->family == AF_INET6;
+  std::string entry = v6 ? "[" : "";
+  entry += hp.ip->to_string();
+  entry += v6 ? "]:" : ":";
+  entry += std::to_string(hp.port);
+  return entry;
 }
 
 Result<std::string> servers_csv(const std::vector<std::string>& servers) {

@@ -9,7 +9,14 @@ constexpr size_t kMaxText = kMaxHostname + 8;  // "[" + host + "]:" + 5 digits
 
 Error invalid(std::string message) { return make_error(Code::invalid_argument, std::move(message)); }
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text.substr(0, 80)) + "\""; }
+// Built by appending: `"\"" + std::string(...)` trips GCC 12's -Wrestrict false
+// positive at -O3 (GCC PR 105329, 105651).
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  out += text.substr(0, 80);
+  out += '"';
+  return out;
+}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }

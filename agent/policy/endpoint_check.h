@@ -2,6 +2,7 @@
 // The two uses of the special-purpose check on an Egress endpoint: once at
 // create/update time, and on every dial (issue 5: "connect only to an address that
 // passed the check, never resolving again in between").
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,11 +12,19 @@
 
 namespace kib::policy {
 
-// Create/update time. An IP literal must pass the policy. A host name is resolved
-// once (blocking the caller for at most options.timeout): "if any address it
-// resolves to is special-purpose, invalid_argument; if it does not resolve, it is
-// accepted (the dial checks again)". Resolver failures (not "no answer") are
-// returned as they are.
+// Resolves a host name once, as resolve_host does: an empty vector means "does not
+// resolve", an Error means the resolver itself could not run. A seam for tests.
+using HostResolver = std::function<Result<std::vector<IpAddress>>(const std::string& host)>;
+
+// Create/update time (the one implementation CreateEgress and UpdateEgress use). An
+// IP literal must pass the policy and is never resolved. A host name is resolved
+// once: "a hostname that resolves into [a special-purpose range] when the server
+// resolves it once, is invalid_argument". One that does not resolve is accepted, and
+// so is one the resolver could not run for: "That check only reports a mistake
+// early: the endpoint is checked again on every dial."
+Status check_endpoint_address(const HostPort& endpoint, const EndpointAddressPolicy& policy,
+                              const HostResolver& resolve);
+// The same through c-ares (resolve_host), blocking for at most options.timeout.
 Status check_endpoint_address(const HostPort& endpoint, const EndpointAddressPolicy& policy,
                               const ResolverOptions& options);
 

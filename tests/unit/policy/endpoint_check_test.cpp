@@ -8,6 +8,7 @@ using kib::Code;
 using kib::policy::check_endpoint_address;
 using kib::policy::EndpointAddressPolicy;
 using kib::policy::filter_dial_targets;
+using kib::policy::HostResolver;
 using kib::policy::IpAddress;
 using kib::policy::parse_host_port;
 using kib::policy::ResolverOptions;
@@ -68,6 +69,31 @@ TEST_CASE("endpoint check: a host name that does not resolve is accepted") {
                                through(silent.server(), 300))
             .ok());
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2000));
+}
+
+TEST_CASE("endpoint check: a resolver that cannot run counts as a name that does not resolve") {
+  // "That check only reports a mistake early: the endpoint is checked again on every dial."
+  const HostResolver broken = [](const std::string&) -> kib::Result<std::vector<IpAddress>> {
+    return kib::Error{Code::unavailable, "resolver cannot run"};
+  };
+  CHECK(check_endpoint_address(*parse_host_port("egress.test:1080"), EndpointAddressPolicy(), broken).ok());
+  ResolverOptions malformed;  // c-ares refuses to start on a server that is not an address
+  malformed.servers = {"not-an-address"};
+  CHECK(check_endpoint_address(*parse_host_port("egress.test:1080"), EndpointAddressPolicy(), malformed).ok());
+  // An IP literal is still checked: it needs no resolver.
+  CHECK(!check_endpoint_address(*parse_host_port("10.0.0.5:1080"), EndpointAddressPolicy(), broken).ok());
+}
+
+TEST_CASE("endpoint check: an IP literal is never resolved, a host name exactly once") {
+  int calls = 0;
+  const HostResolver counting = [&calls](const std::string&) -> kib::Result<std::vector<IpAddress>> {
+    ++calls;
+    return std::vector<IpAddress>{ip("8.8.8.8")};
+  };
+  CHECK(check_endpoint_address(*parse_host_port("8.8.4.4:1080"), EndpointAddressPolicy(), counting).ok());
+  CHECK(calls == 0);
+  CHECK(check_endpoint_address(*parse_host_port("egress.test:1080"), EndpointAddressPolicy(), counting).ok());
+  CHECK(calls == 1);
 }
 
 TEST_CASE("dial targets: only addresses that passed the check are dialed, in order") {
