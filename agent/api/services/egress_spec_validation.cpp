@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "agent/api/conventions/quoted.h"
 #include "agent/policy/endpoint.h"
+#include "agent/policy/endpoint_check.h"
 
 namespace kib::api {
 namespace {
@@ -22,21 +22,13 @@ Status prefixed(Status s, const std::string& field) {
   return invalid(field, s.error().message);
 }
 
+// The create/update endpoint rule has one implementation, in agent/policy.
 Status check_endpoint(const std::string& address, const policy::EndpointAddressPolicy& policy,
                       const ResolveFn& resolve) {
   const std::string field = "spec.socks5.address";
   auto hp = policy::parse_host_port(address);
   if (!hp.ok()) return invalid(field, hp.error().message);
-  if (hp->ip) return prefixed(policy.check(*hp->ip), field);
-  // A resolver that cannot run is treated like a name that does not resolve: "That
-  // check only reports a mistake early: the endpoint is checked again on every dial."
-  auto addrs = resolve(hp->host);
-  if (!addrs.ok()) return {};
-  for (const auto& a : *addrs) {
-    Status s = policy.check(a);
-    if (!s.ok()) return invalid(field, quoted(hp->host) + " resolves to " + a.to_string() + ": " + s.error().message);
-  }
-  return {};
+  return prefixed(policy::check_endpoint_address(*hp, policy, resolve), field);
 }
 
 Status check_credentials(const ctrl::Socks5Egress& s) {

@@ -11,9 +11,9 @@ namespace kib::api {
 inline constexpr size_t kMaxCredentialBytes = 255;        // RFC 1929
 inline constexpr size_t kMaxCaCertBytes = 64 * 1024;
 
-// invalid_argument naming the field. Resolves a hostname endpoint once through
-// resolve: "a hostname that resolves into [a special-purpose range] when the server
-// resolves it once, is invalid_argument"; one that does not resolve is accepted.
+// invalid_argument naming the field. The endpoint goes through
+// policy::check_endpoint_address with resolve: a hostname is resolved once and is
+// accepted when it does not resolve or the resolver cannot run.
 Status validate_egress_spec(const ::kibotos::ctrl::v1::EgressSpec& spec, const policy::EndpointAddressPolicy& policy,
                             const ResolveFn& resolve);
 
