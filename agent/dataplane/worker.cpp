@@ -299,7 +299,7 @@ void Worker::on_accept(LoopWorkspace& ws, int fd) {
   wstats.connections.fetch_add(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
   es.active.fetch_add(1, std::memory_order_relaxed);
-  c->start();
+  c->start(dst);
 }
 
 void Worker::drain(relay::RelayConnection& c, uint32_t drain_seconds) {

@@ -70,9 +70,8 @@ RelayConnection::~RelayConnection() {
   if (up_fd_ >= 0) ::close(up_fd_);
 }
 
-void RelayConnection::start() {
-  SocketAddress dst = original_dst();
-  hs_ = std::make_unique<Handshake>(target_->credentials, &dst.sa);
+void RelayConnection::start(const SocketAddress& original_dst) {
+  hs_ = std::make_unique<Handshake>(target_->credentials, &original_dst.sa);
   last_activity_ = loop_.now_ms();
   const auto& ep = target_->endpoint;
   if (ep.ip) {

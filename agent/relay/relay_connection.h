@@ -66,7 +66,9 @@ class RelayConnection final : private uring::Completion,
   RelayConnection(const RelayConnection&) = delete;
   RelayConnection& operator=(const RelayConnection&) = delete;
 
-  void start();
+  // original_dst: the accepted socket's local address (TPROXY keeps the guest's
+  // original destination there), read once by the owner.
+  void start(const SocketAddress& original_dst);
   void on_resolved(Result<std::vector<policy::IpAddress>> addrs);
   // Drain: closes at deadline_ms (now or earlier: at once). A connection already
   // draining keeps its own deadline.
