@@ -17,9 +17,15 @@ std::string flag_lines(const std::vector<FlagSpec>& flags) {
 }
 
 std::string command_line(const CommandSpec& c) {
-  std::string s = "kibotosctl " + std::string(c.group);
-  if (!c.verb.empty()) s += " " + std::string(c.verb);
-  if (!c.positional_name.empty()) s += " " + std::string(c.positional_name);
+  // Appended piecewise: `" " + std::string(...)` trips GCC 12's -Wrestrict false
+  // positive at -O3 (GCC PR 105329, 105651).
+  std::string s = "kibotosctl ";
+  s += c.group;
+  for (std::string_view part : {c.verb, c.positional_name}) {
+    if (part.empty()) continue;
+    s += ' ';
+    s += part;
+  }
   return s;
 }
 

@@ -115,7 +115,7 @@ std::string render_rows(const std::vector<Column>& cols, const std::vector<const
     auto& r = cells.emplace_back();
     for (size_t i = 0; i < cols.size(); ++i) {
       std::string v = cols[i].cell(*m);
-      if (v.empty()) v = "-";
+      if (v.empty()) v.push_back('-');  // not `v = "-"`: GCC 12 -Wrestrict false positive (PR 105329) at -O3
       width[i] = std::max(width[i], v.size());
       r.push_back(std::move(v));
     }

@@ -20,7 +20,7 @@ v1::Egress sample_egress(const std::string& id, const std::string& address) {
   e.set_egress_id(id);
   e.mutable_spec()->mutable_socks5()->set_address(address);
   e.set_revision(3);
-  (*e.mutable_labels())["team"] = "b";
+  (*e.mutable_labels())["team"] = std::string(1, 'b');  // not = "b": GCC 12 -Wrestrict false positive (PR 105329)
   (*e.mutable_labels())["env"] = "prod";
   return e;
 }
