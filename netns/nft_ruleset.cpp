@@ -19,7 +19,10 @@ std::string port_set(const std::vector<PortRange>& ports) {
   for (size_t i = 0; i < ports.size(); ++i) {
     if (i) out += ", ";
     out += std::to_string(ports[i].first);
-    if (ports[i].last != ports[i].first) out += "-" + std::to_string(ports[i].last);
+    if (ports[i].last != ports[i].first) {
+      out += '-';  // not `"-" + std::to_string()`: GCC 12 -Wrestrict false positive at -O3 (PR 105329)
+      out += std::to_string(ports[i].last);
+    }
   }
   return out + " }";
 }

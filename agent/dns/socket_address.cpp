@@ -50,8 +50,15 @@ bool SocketAddress::is_unspecified() const {
 std::string SocketAddress::to_string() const {
   char text[INET6_ADDRSTRLEN] = {};
   inet_ntop(ip.family, ip.bytes.data(), text, sizeof text);
-  if (ip.family == AF_INET6) return "[" + std::string(text) + "]:" + std::to_string(port);
-  return std::string(text) + ":" + std::to_string(port);
+  // Appended piecewise: `"[" + std::string(...)` trips GCC 12's -Wrestrict false
+  // positive at -O3 (GCC PR 105329).
+  std::string out;
+  if (ip.family == AF_INET6) out += '[';
+  out += text;
+  if (ip.family == AF_INET6) out += ']';
+  out += ':';
+  out += std::to_string(port);
+  return out;
 }
 
 size_t SocketAddressHash::operator()(const SocketAddress& a) const {

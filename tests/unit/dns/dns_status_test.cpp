@@ -23,7 +23,7 @@ WorkspaceDnsStatus sample() {
   ResolverState a;
   a.tcp = false;
   a.address = "10.0.0.53:53";
-  a.egress_id = "e1";
+  a.egress_id.append("e1");  // not `= "e1"`: GCC 12 -O3 -Wmaybe-uninitialized false positive
   a.state = "associated";
   a.relay_address = "10.0.0.1:40000";
   a.egress_revision = 5;
@@ -124,7 +124,7 @@ TEST_CASE("the status line names counters, failures by reason and each resolver"
   dns.resolvers.push_back(r);
   ResolverState u;
   u.address = "10.0.0.54:53";
-  u.egress_id = "e1";
+  u.egress_id.append("e1");  // (see above)
   u.state = "associated";
   u.relay_address = "10.0.0.1:40000";
   dns.resolvers.push_back(u);
