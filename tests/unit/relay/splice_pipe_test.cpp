@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "agent/common/unique_fd.h"
@@ -68,14 +69,23 @@ size_t read_some(int fd, std::vector<uint8_t>& out) {
   return static_cast<size_t>(r);
 }
 
+// Source pair `in` (the test writes in.a, the pipe reads in.b) and destination pair
+// `out` (the pipe writes out.a, the test reads out.b), non-blocking where splice works.
+struct Rig {
+  TcpPair in = tcp_pair(), out = tcp_pair();
+  std::unique_ptr<SplicePipe> pipe = SplicePipe::open();
+  Rig() {
+    REQUIRE(kib::relay::set_nonblocking(in.b.get()));
+    REQUIRE(kib::relay::set_nonblocking(out.a.get()));
+    REQUIRE(pipe);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("splice moves every byte in order and reports EOF only with an empty pipe") {
-  TcpPair in = tcp_pair(), out = tcp_pair();
-  REQUIRE(kib::relay::set_nonblocking(in.b.get()));
-  REQUIRE(kib::relay::set_nonblocking(out.a.get()));
-  auto pipe = SplicePipe::open();
-  REQUIRE(pipe);
+  Rig r;
+  auto& [in, out, pipe] = r;
   const auto data = pattern(3 << 20);
   std::vector<uint8_t> got;
   size_t sent = 0, moved = 0;
@@ -105,11 +115,8 @@ TEST_CASE("splice moves every byte in order and reports EOF only with an empty p
 }
 
 TEST_CASE("a destination that takes no more keeps the rest in the pipe") {
-  TcpPair in = tcp_pair(), out = tcp_pair();
-  REQUIRE(kib::relay::set_nonblocking(in.b.get()));
-  REQUIRE(kib::relay::set_nonblocking(out.a.get()));
-  auto pipe = SplicePipe::open();
-  REQUIRE(pipe);
+  Rig r;
+  auto& [in, out, pipe] = r;
   const auto data = pattern(8 << 20);
   size_t moved = 0;
   int err = 0;
@@ -138,11 +145,8 @@ TEST_CASE("a destination that takes no more keeps the rest in the pipe") {
 }
 
 TEST_CASE("a reset source is an error, not an EOF") {
-  TcpPair in = tcp_pair(), out = tcp_pair();
-  REQUIRE(kib::relay::set_nonblocking(in.b.get()));
-  REQUIRE(kib::relay::set_nonblocking(out.a.get()));
-  auto pipe = SplicePipe::open();
-  REQUIRE(pipe);
+  Rig r;
+  auto& [in, out, pipe] = r;
   linger l{1, 0};
   REQUIRE(setsockopt(in.a.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l) == 0);
   in.a.reset();  // sends RST
@@ -154,10 +158,8 @@ TEST_CASE("a reset source is an error, not an EOF") {
 }
 
 TEST_CASE("an empty source waits") {
-  TcpPair in = tcp_pair(), out = tcp_pair();
-  REQUIRE(kib::relay::set_nonblocking(in.b.get()));
-  auto pipe = SplicePipe::open();
-  REQUIRE(pipe);
+  Rig r;
+  auto& [in, out, pipe] = r;
   size_t moved = 0;
   int err = 0;
   CHECK(pipe->pump(in.b.get(), out.a.get(), 1 << 20, &moved, &err) == Step::src_empty);
