@@ -14,6 +14,9 @@ namespace kib::dataplane {
 
 namespace {
 
+// The status error of a workspace the data plane does not hold (it has no DNS either).
+constexpr char kNotAttached[] = "workspace is not attached";
+
 // Each relayed connection costs two fds; ask for the hard limit.
 void raise_nofile_limit() {
   rlimit rl;
@@ -175,7 +178,7 @@ void DataplaneRuntime::workspace_deleted(const std::string& workspace_id) {
 
 ctrl::NetworkPolicyStatus DataplaneRuntime::workspace_status(const std::string& workspace_id) const {
   ctrl::NetworkPolicyStatus s = tcp_status(workspace_id);
-  if (dns_ && s.error() != "workspace is not attached") {
+  if (dns_ && s.error() != kNotAttached) {
     if (auto d = dns_->status(workspace_id)) dns::add_dns_status(*d, s);
   }
   return s;
@@ -186,7 +189,7 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
   std::lock_guard lk(mu_);
   auto it = workspaces_.find(workspace_id);
   if (it == workspaces_.end()) {
-    s.set_error("workspace is not attached");
+    s.set_error(kNotAttached);
     return s;
   }
   const WorkspaceEntry& e = it->second;

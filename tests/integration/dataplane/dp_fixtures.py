@@ -130,6 +130,20 @@ def guest_popen(lab, ws, *args):
                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
 
+def start_ticker(lab, ws, addr, port, seconds):
+    """A long-lived guest connection (the server streams until it breaks)."""
+    p = guest_popen(lab, ws, "tick", addr, port, seconds)
+    assert p.stdout.readline().strip() == "STARTED"
+    return p
+
+
+def ticker_end(p, timeout=40):
+    """(how, monotonic time) the ticker's connection ended: reset, eof, stalled or timeout."""
+    out, _ = p.communicate(timeout=timeout)
+    _, how, at = out.strip().splitlines()[-1].split()
+    return how, float(at)
+
+
 def start_dante_with_user(lab, user, password, port=1082):
     """dante with RFC 1929 auth against a system user that exists only in a private
     mount namespace (bind-mounted passwd/shadow): the host's files are untouched."""

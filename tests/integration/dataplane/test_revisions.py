@@ -36,16 +36,10 @@ def env():
 
 
 def start_ticker(lab, ws, dst, seconds=30):
-    p = dp.guest_popen(lab, ws, "tick", dst, PORT, seconds)
-    assert p.stdout.readline().strip() == "STARTED"
-    return p
+    return dp.start_ticker(lab, ws, dst, PORT, seconds)
 
 
-def ended(p, timeout=40):
-    """(how, monotonic time) of the ticker's end."""
-    out, _ = p.communicate(timeout=timeout)
-    _, how, at = out.strip().splitlines()[-1].split()
-    return how, float(at)
+ended = dp.ticker_end
 
 
 def peer(lab, ws, dst):

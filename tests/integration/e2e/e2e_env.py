@@ -196,17 +196,10 @@ def reachable(lab, ws, addr, timeout=2.0):
 
 
 def start_ticker(lab, ws, addr, seconds=60):
-    """A long-lived guest connection (the server streams until it breaks)."""
-    p = dp.guest_popen(lab, ws, "tick", addr, PORT, seconds)
-    assert p.stdout.readline().strip() == "STARTED"
-    return p
+    return dp.start_ticker(lab, ws, addr, PORT, seconds)
 
 
-def ticker_end(p, timeout=40):
-    """(how, monotonic time) the ticker's connection ended: reset, eof, stalled or timeout."""
-    out, _ = p.communicate(timeout=timeout)
-    _, how, at = out.strip().splitlines()[-1].split()
-    return how, float(at)
+ticker_end = dp.ticker_end
 
 
 # -- kibotosctl -------------------------------------------------------------------------
