@@ -2,11 +2,18 @@
 
 #include "netns/nft_apply.h"
 #include "netns/nft_ruleset.h"
+#include "netns/time_wait_sweep.h"
 
 namespace kib::netns {
 namespace {
 
 RoutingParams routing_of(const AttachParams& p) { return RoutingParams{p.mark, p.route_table, p.rule_priority}; }
+
+Status end_relayed_time_wait(int ns_fd) {
+  auto ended = run_in_netns<size_t>(ns_fd, [] { return end_transparent_time_wait(); });
+  if (!ended.ok()) return make_error(ended.error().code, "ending relayed TIME_WAIT sockets: " + ended.error().message);
+  return {};
+}
 
 Result<Listeners> open_listeners(int ns_fd, unsigned count) {
   Listeners l;
@@ -60,7 +67,8 @@ Status Attachment::remove_stale(const std::string& path, const AttachParams& par
   if (!ns.ok()) return std::move(ns).error();
   // Table first: without it nothing carries the mark, so the rules are inert.
   KIB_TRY(apply_nft(ns->fd(), build_table_removal()));
-  return remove_policy_routing(ns->fd(), routing_of(params));
+  KIB_TRY(remove_policy_routing(ns->fd(), routing_of(params)));
+  return end_relayed_time_wait(ns->fd());
 }
 
 Status Attachment::update(const RulesetPolicy& policy) {
@@ -76,7 +84,8 @@ Status Attachment::detach() {
   KIB_TRY(apply_nft(ns_.fd(), build_table_removal()));
   KIB_TRY(remove_policy_routing(ns_.fd(), routing()));
   listeners_ = Listeners{};
-  return {};
+  // After the table: no new relayed connection can leave another one behind.
+  return end_relayed_time_wait(ns_.fd());
 }
 
 Status Attachment::check() const {

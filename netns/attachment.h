@@ -58,7 +58,8 @@ class Attachment {
   // Swaps the table for the new policy in one transaction.
   Status update(const RulesetPolicy& policy);
 
-  // Removes the table, the rules and routes; closes the listeners still held here.
+  // Removes the table, the rules and routes; closes the listeners still held here;
+  // ends the TIME_WAIT sockets relayed connections left (time_wait_sweep.h).
   // Idempotent.
   Status detach();
 

@@ -1,5 +1,7 @@
 #include "agent/dataplane/netns_attacher.h"
 
+#include <spdlog/spdlog.h>
+
 #include "netns/policy_from_proto.h"
 
 namespace kib::dataplane {
@@ -42,7 +44,9 @@ void NetnsAttacher::detach(const std::string& workspace_id) {
   std::lock_guard lk(mu_);
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return;
-  (void)it->second.attachment.detach();
+  // The workspace is gone either way; what could not be removed is logged.
+  if (Status st = it->second.attachment.detach(); !st.ok())
+    spdlog::warn("workspace {}: detaching its namespace: {}", workspace_id, st.error().message);
   entries_.erase(it);
 }
 

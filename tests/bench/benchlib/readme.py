@@ -96,6 +96,28 @@ DESIGN = """## What these numbers decided (and what was tried)
   syscalls cost ~0.1 µs here. Sending the SOCKS5 greeting and request in one segment
   would save a round trip, but microsocks discards bytes that arrive with the greeting
   (one recv per step), so it is not done.
+- **Tried for the down direction and for CPU per connection, and not kept** (one
+  stream inet -> guest; wrk and 1,000 sequential connections; kibotos 1 thread):
+  - io_uring min-wait batching (kernel 6.13's `min_wait_usec`, 64 completions or
+    100-300 µs per wakeup, only while a bulk flow splices): splice calls per GB
+    halved (51,700 -> 25,000 in 4 s) and context switches halved (17,300 -> 9,000),
+    yet relay CPU per GB stayed 0.53-0.54 s/GB. The cost is per packet in the kernel
+    (the receivers' TCP work runs in the sender's softirq), not per wakeup. Applied
+    to every wait it cost more per connection (94 vs 73 ms per 1,000) and p50 (1.2
+    vs 0.8 ms).
+  - Pipelining the SOCKS5 greeting and CONNECT request: 68 vs 73 ms per 1,000
+    connections, inside the noise; it breaks microsocks (above).
+  - Congestion control. The machine's default is BBR, which paces every socket of
+    the lab with hrtimers. With cubic for the whole lab, every relay is ~2.5× faster
+    and cheaper (kibotos 13 Gbit/s, 0.10 s/GB up, 0.25 down; redsocks splice 11
+    Gbit/s, 0.15 and 0.29), so the ratios change little (0.66× up, 0.86× down). Cubic
+    on the agent's guest-facing sockets alone left its CPU per GB down at 0.55 (one run): in
+    that direction the pacing that matters is the SOCKS server's, which sends the
+    bytes. The published runs keep the machine's default.
+  - Left for later: a sockmap/sk_skb redirect of plain flows after the SOCKS5 reply
+    (the bytes would move in the kernel without waking the relay). It needs proof that
+    a FIN is never passed on ahead of redirected bytes still queued, and backpressure
+    from a slow destination (the redirect consumes the source's receive queue).
 - **Idle RSS** is mostly shared library pages (libprotobuf, libstdc++, libcrypto,
   libsqlite3: the control plane lives in the same process): of ~14 MiB with no
   workspace, ~12 MiB is file-backed and ~2 MiB anonymous. Per-connection RSS is what

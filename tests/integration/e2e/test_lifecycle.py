@@ -124,3 +124,45 @@ def test_deleting_one_workspace_leaves_the_other_attached(env):
     finally:
         ticker.kill()
         ticker.wait(timeout=10)
+
+
+def test_delete_workspace_lets_the_guest_reconnect_at_once_from_a_port_it_used_through_the_egress(attached):
+    # Relayed connections the destination ended first leave the agent's side in
+    # TIME_WAIT inside the workspace namespace, under the destination's address. Left
+    # there after DeleteWorkspace, early demux would pin a routed SYN with the same
+    # 4-tuple to that socket and forwarding drops it: the guest could not reconnect
+    # from that port for up to 60 s.
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    dst, port, src_port = e2e.covered(lab), 9101, 40124
+    lab.start_tcp_server(lab.inet, dst, port, "reuse")
+    client = [e2e.dp.PYTHON, "-c", e2e_reuse_client(), dst, port, src_port]
+    p = lab.run(ws.guest, *client, 3, check=False, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert time_wait_at(lab, ws, dst, port), "the relayed connections left no TIME_WAIT to test against"
+    # A connection the namespace itself served (its own address) is not the agent's:
+    # its TIME_WAIT must stay.
+    lab.start_tcp_server(ws.ws, ws.ws_v4, port, "own")
+    p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", e2e_reuse_client(), ws.ws_v4, port, src_port, 1, check=False,
+                timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert time_wait_at(lab, ws, ws.ws_v4, port)
+
+    e2e.ok(e2e.delete_workspace(agent, attached.workspace_id))
+    assert not time_wait_at(lab, ws, dst, port)
+    assert time_wait_at(lab, ws, ws.ws_v4, port)
+    t0 = e2e.now()
+    p = lab.run(ws.guest, *client, 1, check=False, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert e2e.now() - t0 < 5.0  # a dropped SYN is first retried after 1 s, then 3 s...
+    assert e2e.peer(lab, ws, dst) == ws.guest_v4  # routed now, not relayed
+
+
+def e2e_reuse_client():
+    from test_guest_through_egress import REUSE_CLIENT
+    return REUSE_CLIENT.replace("s.settimeout(10)", "s.settimeout(4)")
+
+
+def time_wait_at(lab, ws, addr, port):
+    """TIME_WAIT sockets in the workspace namespace whose local end is addr:port."""
+    out = lab.run(ws.ws, "ss", "-Htn", "state", "time-wait", "src", f"{addr}:{port}", check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]

@@ -1,0 +1,129 @@
+#include "netns/time_wait_sweep.h"
+
+#include <ifaddrs.h>
+#include <linux/inet_diag.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kib::netns {
+namespace {
+
+struct SockFree {
+  void operator()(nl_sock* s) const { nl_socket_free(s); }
+};
+using NlSocket = std::unique_ptr<nl_sock, SockFree>;
+
+// An address as inet_diag reports it: 4 words, IPv4 in the first.
+struct Address {
+  int family;
+  std::array<uint32_t, 4> words;
+  bool operator==(const Address&) const = default;
+};
+
+Error nl_error(const std::string& what, int err) {
+  return make_error(Code::internal, what + ": " + nl_geterror(err));
+}
+
+Result<std::vector<Address>> local_addresses() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return make_error(Code::internal, std::string("getifaddrs: ") + strerror(errno));
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> owner(list, freeifaddrs);
+  std::vector<Address> out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    Address addr{a->ifa_addr->sa_family, {}};
+    if (addr.family == AF_INET) {
+      std::memcpy(addr.words.data(), &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
+    } else if (addr.family == AF_INET6) {
+      std::memcpy(addr.words.data(), &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    out.push_back(addr);
+  }
+  return out;
+}
+
+// 127/8 is local without being listed address by address; a dual-stack socket
+// reports an IPv4 peer as ::ffff:a.b.c.d.
+bool is_local(Address a, const std::vector<Address>& locals) {
+  if (a.family == AF_INET6 && a.words[0] == 0 && a.words[1] == 0 && a.words[2] == htonl(0xffff)) {
+    a = Address{AF_INET, {a.words[3], 0, 0, 0}};
+  }
+  if (a.family == AF_INET && (ntohl(a.words[0]) >> 24) == 127) return true;
+  for (const auto& l : locals)
+    if (l == a) return true;
+  return false;
+}
+
+inet_diag_req_v2 request(int family) {
+  inet_diag_req_v2 r{};
+  r.sdiag_family = static_cast<uint8_t>(family);
+  r.sdiag_protocol = IPPROTO_TCP;
+  r.idiag_states = 1u << TCP_TIME_WAIT;
+  return r;
+}
+
+int collect(nl_msg* msg, void* arg) {
+  auto* out = static_cast<std::vector<inet_diag_sockid>*>(arg);
+  nlmsghdr* h = nlmsg_hdr(msg);
+  if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || nlmsg_datalen(h) < static_cast<int>(sizeof(inet_diag_msg)))
+    return NL_SKIP;
+  const auto* m = static_cast<const inet_diag_msg*>(nlmsg_data(h));
+  if (m->idiag_state == TCP_TIME_WAIT) out->push_back(m->id);
+  return NL_OK;
+}
+
+Result<std::vector<inet_diag_sockid>> dump_time_wait(nl_sock* sk, int family) {
+  inet_diag_req_v2 req = request(family);
+  if (int err = nl_send_simple(sk, SOCK_DIAG_BY_FAMILY, NLM_F_DUMP, &req, sizeof req); err < 0)
+    return nl_error("sock_diag dump", err);
+  std::vector<inet_diag_sockid> ids;
+  nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, collect, &ids);
+  if (int err = nl_recvmsgs_default(sk); err < 0) return nl_error("sock_diag dump", err);
+  return ids;
+}
+
+// ENOENT: the socket's 60 s ran out between the dump and now.
+Status destroy(nl_sock* sk, int family, const inet_diag_sockid& id) {
+  inet_diag_req_v2 req = request(family);
+  req.id = id;
+  if (int err = nl_send_simple(sk, SOCK_DESTROY, 0, &req, sizeof req); err < 0) return nl_error("SOCK_DESTROY", err);
+  int err = nl_wait_for_ack(sk);
+  if (err < 0 && err != -NLE_OBJ_NOTFOUND) return nl_error("SOCK_DESTROY", err);
+  return {};
+}
+
+}  // namespace
+
+Result<size_t> end_transparent_time_wait() {
+  auto locals = local_addresses();
+  if (!locals.ok()) return std::move(locals).error();
+  NlSocket sk(nl_socket_alloc());
+  if (!sk) return make_error(Code::resource_exhausted, "nl_socket_alloc failed");
+  if (int err = nl_connect(sk.get(), NETLINK_SOCK_DIAG); err < 0) return nl_error("netlink connect", err);
+  size_t ended = 0;
+  for (int family : {AF_INET, AF_INET6}) {
+    auto ids = dump_time_wait(sk.get(), family);
+    if (!ids.ok()) return std::move(ids).error();
+    for (const auto& id : *ids) {
+      Address local{family, {}};
+      std::memcpy(local.words.data(), id.idiag_src, sizeof id.idiag_src);
+      if (is_local(local, *locals)) continue;
+      KIB_TRY(destroy(sk.get(), family, id));
+      ++ended;
+    }
+  }
+  return ended;
+}
+
+}  // namespace kib::netns
