@@ -9,8 +9,8 @@ namespace {
 
 RoutingParams routing_of(const AttachParams& p) { return RoutingParams{p.mark, p.route_table, p.rule_priority}; }
 
-Status end_relayed_time_wait(int ns_fd) {
-  auto ended = run_in_netns<size_t>(ns_fd, [] { return end_transparent_time_wait(); });
+Status end_relayed_time_wait(int ns_fd, const KeepTimeWait& keep = {}) {
+  auto ended = run_in_netns<size_t>(ns_fd, [&] { return end_transparent_time_wait(keep); });
   if (!ended.ok()) return make_error(ended.error().code, "ending relayed TIME_WAIT sockets: " + ended.error().message);
   return {};
 }
@@ -78,6 +78,13 @@ Status Attachment::update(const RulesetPolicy& policy) {
   // A failed transaction changed nothing in the kernel: keep describing what is there.
   if (!st.ok()) params_.policy = std::move(previous);
   return st;
+}
+
+Status Attachment::end_uncovered_time_wait() const {
+  const RulesetPolicy& policy = params_.policy;
+  return end_relayed_time_wait(ns_.fd(), [&](const Prefix& local, uint16_t port) {
+    return policy.intercepts_tcp(local, port);
+  });
 }
 
 Status Attachment::detach() {

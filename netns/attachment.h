@@ -57,6 +57,10 @@ class Attachment {
 
   // Swaps the table for the new policy in one transaction.
   Status update(const RulesetPolicy& policy);
+  // After an update: ends the TIME_WAIT sockets of relayed connections whose
+  // destination the policy no longer covers (time_wait_sweep.h), so the guest can
+  // reach it directly from the same port at once.
+  Status end_uncovered_time_wait() const;
 
   // Removes the table, the rules and routes; closes the listeners still held here;
   // ends the TIME_WAIT sockets relayed connections left (time_wait_sweep.h).

@@ -54,4 +54,17 @@ bool Prefix::contains(const Prefix& other) const {
   return true;
 }
 
+bool RulesetPolicy::intercepts_tcp(const Prefix& host, uint16_t port) const {
+  if (intercept_dns && port == 53) return true;
+  if (mode != NetworkMode::public_internet) return false;
+  for (const auto& r : routes) {
+    bool port_ok = r.ports.empty();
+    for (const auto& span : r.ports) port_ok = port_ok || (port >= span.first && port <= span.last);
+    if (!port_ok) continue;
+    for (const auto& d : r.destinations)
+      if (d.contains(host)) return true;
+  }
+  return false;
+}
+
 }  // namespace kib::netns

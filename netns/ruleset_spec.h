@@ -45,6 +45,11 @@ struct RulesetPolicy {
   NetworkMode mode = NetworkMode::isolated;
   std::vector<CoveredRoute> routes;  // ignored in isolated mode: nothing leaves
   bool intercept_dns = false;        // the policy has resolvers
+
+  // Whether the table built from this policy sends a new TCP connection to
+  // host:port to the agent (tproxy): a covered route in public_internet mode, or DNS
+  // when intercepted. host is a host prefix.
+  bool intercepts_tcp(const Prefix& host, uint16_t port) const;
 };
 
 // Ports of the transparent listeners in the namespace. 0 means "no listener yet":

@@ -65,6 +65,14 @@ bool is_local(Address a, const std::vector<Address>& locals) {
   return false;
 }
 
+Prefix host_prefix(const Address& a) {
+  Prefix p;
+  p.family = a.family;
+  p.length = a.family == AF_INET ? 32 : 128;
+  std::memcpy(p.addr.data(), a.words.data(), a.family == AF_INET ? 4 : 16);
+  return p;
+}
+
 inet_diag_req_v2 request(int family) {
   inet_diag_req_v2 r{};
   r.sdiag_family = static_cast<uint8_t>(family);
@@ -105,7 +113,7 @@ Status destroy(nl_sock* sk, int family, const inet_diag_sockid& id) {
 
 }  // namespace
 
-Result<size_t> end_transparent_time_wait() {
+Result<size_t> end_transparent_time_wait(const KeepTimeWait& keep) {
   auto locals = local_addresses();
   if (!locals.ok()) return std::move(locals).error();
   NlSocket sk(nl_socket_alloc());
@@ -118,7 +126,7 @@ Result<size_t> end_transparent_time_wait() {
     for (const auto& id : *ids) {
       Address local{family, {}};
       std::memcpy(local.words.data(), id.idiag_src, sizeof id.idiag_src);
-      if (is_local(local, *locals)) continue;
+      if (is_local(local, *locals) || (keep && keep(host_prefix(local), ntohs(id.idiag_sport)))) continue;
       KIB_TRY(destroy(sk.get(), family, id));
       ++ended;
     }

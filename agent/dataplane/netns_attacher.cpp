@@ -37,7 +37,11 @@ Status NetnsAttacher::update(const std::string& workspace_id, const ::kibotos::c
   std::lock_guard lk(mu_);
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return Error{Code::failed_precondition, "workspace is not attached"};
-  return it->second.attachment.update(rp.value());
+  KIB_TRY(it->second.attachment.update(rp.value()));
+  // The policy is in force either way; a sweep that failed is logged.
+  if (Status st = it->second.attachment.end_uncovered_time_wait(); !st.ok())
+    spdlog::warn("workspace {}: {}", workspace_id, st.error().message);
+  return {};
 }
 
 void NetnsAttacher::detach(const std::string& workspace_id) {

@@ -162,7 +162,38 @@ def e2e_reuse_client():
     return REUSE_CLIENT.replace("s.settimeout(10)", "s.settimeout(4)")
 
 
-def time_wait_at(lab, ws, addr, port):
-    """TIME_WAIT sockets in the workspace namespace whose local end is addr:port."""
-    out = lab.run(ws.ws, "ss", "-Htn", "state", "time-wait", "src", f"{addr}:{port}", check=False).stdout
+def time_wait_at(lab, ws, addr, port, ns=None, peer=None):
+    """TIME_WAIT sockets whose local end is addr:port (and remote end peer), in the
+    workspace namespace unless ns says otherwise."""
+    argv = ["ss", "-Htn", "state", "time-wait", "src", f"{addr}:{port}"] + (["dst", peer] if peer else [])
+    out = lab.run(ns or ws.ws, *argv, check=False).stdout
     return [line for line in out.splitlines() if line.strip()]
+
+
+def test_a_policy_update_that_uncovers_a_destination_lets_the_guest_reach_it_at_once_from_a_used_port(attached):
+    # The same TIME_WAIT trap after an update: the destination port the policy no
+    # longer covers is now routed, and the guest must reach it from a port it used
+    # through the Egress. A destination still covered keeps its TIME_WAIT (tproxy
+    # reopens it onto the listener).
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    dst, uncovered_port, kept_port, src_port = e2e.covered(lab), 9103, 9104, 40125
+    for port in (uncovered_port, kept_port):
+        lab.start_tcp_server(lab.inet, dst, port, "reuse")
+        p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", e2e_reuse_client(), dst, port, src_port, 2, check=False,
+                    timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert time_wait_at(lab, ws, dst, port)
+
+    narrowed = e2e.policy((attached.egress_id, [dst + "/32"]))
+    narrowed["egresses"][0]["ports"] = [{"first": kept_port, "last": kept_port}]
+    e2e.update_policy(agent, attached.workspace, narrowed)
+    e2e.wait_applied(agent, attached.workspace_id, 2, attached.egress_id, 1)
+    assert not time_wait_at(lab, ws, dst, uncovered_port)
+    assert time_wait_at(lab, ws, dst, kept_port)
+    t0 = e2e.now()
+    p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", e2e_reuse_client(), dst, uncovered_port, src_port, 1, check=False,
+                timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert e2e.now() - t0 < 5.0
+    # Routed: the destination saw the guest's own address and port.
+    assert time_wait_at(lab, ws, dst, uncovered_port, ns=lab.inet, peer=f"{ws.guest_v4}:{src_port}")

@@ -52,3 +52,34 @@ TEST_CASE("containment holds within a family only") {
   CHECK_FALSE(a.contains(*Prefix::parse("11.0.0.0/16")));
   CHECK_FALSE(Prefix::parse("0.0.0.0/0")->contains(*Prefix::parse("::/0")));
 }
+
+namespace {
+Prefix host(const char* text) { return *Prefix::parse(text); }
+}  // namespace
+
+TEST_CASE("intercepts_tcp follows the table: covered prefix and port in public_internet, DNS when intercepted") {
+  using kib::netns::CoveredRoute;
+  using kib::netns::NetworkMode;
+  using kib::netns::RulesetPolicy;
+  RulesetPolicy p;
+  p.mode = NetworkMode::public_internet;
+  p.routes.push_back(CoveredRoute{{host("10.0.0.0/8")}, {{80, 80}, {8000, 8080}}});
+  p.routes.push_back(CoveredRoute{{host("2001:db8::/32")}, {}});
+  CHECK(p.intercepts_tcp(host("10.1.2.3"), 80));
+  CHECK(p.intercepts_tcp(host("10.1.2.3"), 8000));
+  CHECK(p.intercepts_tcp(host("10.1.2.3"), 8080));
+  CHECK_FALSE(p.intercepts_tcp(host("10.1.2.3"), 79));
+  CHECK_FALSE(p.intercepts_tcp(host("10.1.2.3"), 8081));
+  CHECK_FALSE(p.intercepts_tcp(host("11.1.2.3"), 80));
+  CHECK(p.intercepts_tcp(host("2001:db8::5"), 1));  // no ports: every port
+  CHECK_FALSE(p.intercepts_tcp(host("2001:db9::5"), 1));
+  // Families never mix: ::ffff:10.1.2.3 is not 10.0.0.0/8 in the table either.
+  CHECK_FALSE(p.intercepts_tcp(host("::ffff:10.1.2.3"), 80));
+  CHECK_FALSE(p.intercepts_tcp(host("192.0.2.1"), 53));
+  p.intercept_dns = true;
+  CHECK(p.intercepts_tcp(host("192.0.2.1"), 53));
+  // Isolated: routes are ignored (nothing leaves), DNS is still intercepted.
+  p.mode = NetworkMode::isolated;
+  CHECK_FALSE(p.intercepts_tcp(host("10.1.2.3"), 80));
+  CHECK(p.intercepts_tcp(host("192.0.2.1"), 53));
+}
