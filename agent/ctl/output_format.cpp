@@ -102,6 +102,14 @@ const std::vector<Column>* view_for(const Descriptor* d) {
         col<v1::EgressStatus>("ACTIVE", [](const auto& s) { return to_string(s.active_connections()); }),
         col<v1::EgressStatus>("DRAINING", [](const auto& s) { return to_string(s.draining_connections()); }),
         col<v1::EgressStatus>("LAST ERROR", [](const auto& s) { return s.last_error(); })}},
+      {v1::DnsResolverStatus::descriptor(),
+       {col<v1::DnsResolverStatus>("RESOLVER", [](const auto& s) { return s.address(); }),
+        col<v1::DnsResolverStatus>("TRANSPORT", [](const auto& s) { return s.transport(); }),
+        col<v1::DnsResolverStatus>("EGRESS ID", [](const auto& s) { return s.egress_id(); }),
+        col<v1::DnsResolverStatus>("STATE", [](const auto& s) { return s.state(); }),
+        col<v1::DnsResolverStatus>("RELAY", [](const auto& s) { return s.relay_address(); }),
+        col<v1::DnsResolverStatus>("EGRESS REV", [](const auto& s) { return to_string(s.egress_revision()); }),
+        col<v1::DnsResolverStatus>("LAST ERROR", [](const auto& s) { return s.last_error(); })}},
   };
   const auto it = views.find(d);
   return it == views.end() ? nullptr : &it->second;
@@ -148,15 +156,31 @@ std::string scalar_text(const Message& m, const FieldDescriptor* f) {
   }
 }
 
-// A message without a view of its own: its set scalars as "name: value" lines, and
-// its messages that have views as tables, in field order.
+// A map field on one line, keys sorted: "name: k1=v1,k2=v2".
+std::string map_line(const Message& m, const FieldDescriptor* f) {
+  const auto* r = m.GetReflection();
+  std::map<std::string, std::string> sorted;
+  for (int j = 0; j < r->FieldSize(m, f); ++j) {
+    const Message& entry = r->GetRepeatedMessage(m, f, j);
+    const auto* ed = entry.GetDescriptor();
+    sorted[scalar_text(entry, ed->map_key())] = scalar_text(entry, ed->map_value());
+  }
+  std::string out;
+  for (const auto& [k, v] : sorted) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return f->name() + ": " + out + "\n";
+}
+
+// A message without a view of its own: its set scalars as "name: value" lines, maps
+// as one line each, and its messages that have views as tables, in field order.
 std::string render_fields(const Message& m) {
   std::string out;
   const auto* d = m.GetDescriptor();
   const auto* r = m.GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+    if (f->is_map()) {
+      if (r->FieldSize(m, f) > 0) out += map_line(m, f);
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       const auto* view = view_for(f->message_type());
       std::vector<const Message*> rows;
       if (f->is_repeated()) {

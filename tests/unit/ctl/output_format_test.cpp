@@ -93,6 +93,37 @@ TEST_CASE("workspace status selects network_policy_status and renders its entrie
   CHECK(select_output(none, "workspace.network_policy_status") == nullptr);
 }
 
+TEST_CASE("workspace status shows DNS counters, failures by reason and one row per resolver") {
+  v1::NetworkPolicyStatus st;
+  auto* dns = st.mutable_dns();
+  dns->set_queries(31);
+  dns->set_answers(29);
+  dns->set_max_in_flight(4096);
+  (*dns->mutable_failures())["timeout"] = 2;
+  (*dns->mutable_failures())["inflight_cap"] = 0;
+  auto* r = dns->add_resolvers();
+  r->set_address("192.0.2.53:53");
+  r->set_transport("udp");
+  r->set_egress_id("eg-7");
+  r->set_state("associated");
+  r->set_relay_address("198.51.100.1:40000");
+  r->set_egress_revision(5);
+  dns->add_resolvers()->set_address("192.0.2.54:53");
+  const std::string t = to_table(st);
+  CHECK(t.find("queries: 31\n") != std::string::npos);
+  CHECK(t.find("answers: 29\n") != std::string::npos);
+  CHECK(t.find("failures: inflight_cap=0,timeout=2\n") != std::string::npos);  // sorted by reason
+  CHECK(t.find("RESOLVER") != std::string::npos);
+  const auto row = t.find("192.0.2.53:53");
+  REQUIRE(row != std::string::npos);
+  const std::string line = t.substr(row, t.find('\n', row) - row);
+  for (const char* cell : {"udp", "eg-7", "associated", "198.51.100.1:40000", "5"}) {
+    CAPTURE(cell);
+    CHECK(line.find(cell) != std::string::npos);
+  }
+  CHECK(t.find("192.0.2.54:53") != std::string::npos);
+}
+
 TEST_CASE("json output is the response's proto3 JSON") {
   v1::GetEgressResponse r;
   *r.mutable_egress() = sample_egress("eg-1", "p:1");
