@@ -10,7 +10,6 @@
 // Every command answers one line: "ok", "error: ...", or its output.
 #include <google/protobuf/util/json_util.h>
 
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -19,17 +18,11 @@
 #include "agent/config/config.h"
 #include "agent/dataplane/dataplane_runtime.h"
 #include "agent/dataplane/netns_attacher.h"
+#include "tests/integration/stdin_harness.h"
 
 namespace {
 
 using namespace kib;
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -42,19 +35,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string egress_cmd(Runtime& rt, std::istringstream& in) {
   auto rev = std::make_shared<EgressRevision>();
   uint32_t drain = 0;
-  std::string address;
-  in >> rev->egress_id >> rev->revision >> drain >> address;
-  auto* s5 = rev->spec.mutable_socks5();
-  s5->set_address(address);
-  std::string opt;
-  while (in >> opt) {
-    if (opt.rfind("user=", 0) == 0) s5->set_username(opt.substr(5));
-    else if (opt.rfind("pass=", 0) == 0) s5->set_password(opt.substr(5));
-    else if (opt == "tls") s5->mutable_tls();
-    else if (opt.rfind("sni=", 0) == 0) s5->mutable_tls()->set_server_name(opt.substr(4));
-    else if (opt.rfind("ca=", 0) == 0) s5->mutable_tls()->set_ca_cert(read_file(opt.substr(3)));
-    else return "error: unknown option " + opt;
-  }
+  if (std::string err = harness::parse_egress(in, *rev, drain); !err.empty()) return err;
   rt.egress_published(rev, drain);
   return "ok";
 }
@@ -125,34 +106,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   Runtime& runtime = **rt;
-  std::cout << "ready" << std::endl;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    std::istringstream in(line);
-    std::string cmd;
-    in >> cmd;
-    std::string out;
-    if (cmd == "egress") out = egress_cmd(runtime, in);
-    else if (cmd == "delete-egress") {
-      std::string id;
-      in >> id;
-      runtime.egress_deleted(id);
-      out = "ok";
-    } else if (cmd == "workspace") out = workspace_cmd(runtime, in);
-    else if (cmd == "delete-workspace") {
-      std::string id;
-      in >> id;
-      runtime.workspace_deleted(id);
-      out = "ok";
-    } else if (cmd == "status") out = status_cmd(runtime, in);
-    else if (cmd == "counts") {
-      auto c = runtime.counts();
-      out = "active " + std::to_string(c.active_connections) + " draining " + std::to_string(c.draining_connections);
-    } else if (cmd == "quit") break;
-    else if (cmd.empty()) continue;
-    else out = "error: unknown command " + cmd;
-    std::cout << out << std::endl;
-  }
+  harness::run_commands({
+      {"egress", [&](auto& in) { return egress_cmd(runtime, in); }},
+      {"delete-egress", harness::with_id([&](const std::string& id) { runtime.egress_deleted(id); })},
+      {"workspace", [&](auto& in) { return workspace_cmd(runtime, in); }},
+      {"delete-workspace", harness::with_id([&](const std::string& id) { runtime.workspace_deleted(id); })},
+      {"status", [&](auto& in) { return status_cmd(runtime, in); }},
+      {"counts",
+       [&](auto&) {
+         auto c = runtime.counts();
+         return "active " + std::to_string(c.active_connections) + " draining " +
+                std::to_string(c.draining_connections);
+       }},
+  });
   rt->reset();
   return 0;
 }

@@ -9,7 +9,6 @@
 //   status ID            -> one line (describe_dns_status)
 //   counters ID          -> "queries Q answers A timeouts T failovers F inflight N"
 // Every command answers one line: "ok", "error: ...", or its output.
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -22,35 +21,17 @@
 #include "agent/policy/name_resolver.h"
 #include "agent/relay/dial_target.h"
 #include "netns/namespace_handle.h"
+#include "tests/integration/stdin_harness.h"
 
 namespace {
 
 using namespace kib;
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string egress_cmd(dns::DnsService& svc, std::istringstream& in) {
   auto rev = std::make_shared<EgressRevision>();
   uint32_t drain = 0;
-  std::string address;
-  in >> rev->egress_id >> rev->revision >> drain >> address;
-  auto* s5 = rev->spec.mutable_socks5();
-  s5->set_address(address);
+  if (std::string err = harness::parse_egress(in, *rev, drain); !err.empty()) return err;
   rev->spec.set_udp_enabled(true);
-  std::string opt;
-  while (in >> opt) {
-    if (opt.rfind("user=", 0) == 0) s5->set_username(opt.substr(5));
-    else if (opt.rfind("pass=", 0) == 0) s5->set_password(opt.substr(5));
-    else if (opt == "tls") s5->mutable_tls();
-    else if (opt.rfind("sni=", 0) == 0) s5->mutable_tls()->set_server_name(opt.substr(4));
-    else if (opt.rfind("ca=", 0) == 0) s5->mutable_tls()->set_ca_cert(read_file(opt.substr(3)));
-    else return "error: unknown option " + opt;
-  }
   auto target = relay::make_dial_target(rev);
   if (!target.ok()) return "error: " + target.error().message;
   svc.publish_egress(*target, drain);
@@ -134,38 +115,24 @@ int main(int argc, char** argv) {
   }
   dataplane::NetnsAttacher attacher;
   std::map<std::string, Attached> attached;
-  std::cout << "ready" << std::endl;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    std::istringstream in(line);
-    std::string cmd;
-    in >> cmd;
-    std::string out;
-    if (cmd == "egress") out = egress_cmd(**svc, in);
-    else if (cmd == "delete-egress") {
-      std::string id;
-      in >> id;
-      (*svc)->delete_egress(id);
-      out = "ok";
-    } else if (cmd == "workspace") out = workspace_cmd(**svc, attacher, attached, in);
-    else if (cmd == "delete-workspace") {
-      std::string id;
-      in >> id;
-      (*svc)->remove_workspace(id);
-      attacher.detach(id);
-      attached.erase(id);
-      out = "ok";
-    } else if (cmd == "status") {
-      std::string id;
-      in >> id;
-      auto s = (*svc)->status(id);
-      out = s ? dns::describe_dns_status(*s) : "error: no such workspace";
-    } else if (cmd == "counters") out = counters_cmd(**svc, in);
-    else if (cmd == "quit") break;
-    else if (cmd.empty()) continue;
-    else out = "error: unknown command " + cmd;
-    std::cout << out << std::endl;
-  }
+  harness::run_commands({
+      {"egress", [&](auto& in) { return egress_cmd(**svc, in); }},
+      {"delete-egress", harness::with_id([&](const std::string& id) { (*svc)->delete_egress(id); })},
+      {"workspace", [&](auto& in) { return workspace_cmd(**svc, attacher, attached, in); }},
+      {"delete-workspace", harness::with_id([&](const std::string& id) {
+         (*svc)->remove_workspace(id);
+         attacher.detach(id);
+         attached.erase(id);
+       })},
+      {"status",
+       [&](auto& in) {
+         std::string id;
+         in >> id;
+         auto s = (*svc)->status(id);
+         return s ? dns::describe_dns_status(*s) : std::string("error: no such workspace");
+       }},
+      {"counters", [&](auto& in) { return counters_cmd(**svc, in); }},
+  });
   svc->reset();
   for (auto& [id, a] : attached) attacher.detach(id);
   return 0;
