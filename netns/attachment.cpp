@@ -15,13 +15,14 @@ Status end_relayed_time_wait(int ns_fd, const KeepTimeWait& keep = {}) {
   return {};
 }
 
-Result<Listeners> open_listeners(int ns_fd, unsigned count) {
+Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
   Listeners l;
-  auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, count);
+  const unsigned count = p.listeners_per_family;
+  auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, count, p.guest_congestion_control);
   if (!tcp.ok()) return std::move(tcp).error();
   auto dns_udp = open_transparent_listeners(ns_fd, Transport::udp, count);
   if (!dns_udp.ok()) return std::move(dns_udp).error();
-  auto dns_tcp = open_transparent_listeners(ns_fd, Transport::tcp, count);
+  auto dns_tcp = open_transparent_listeners(ns_fd, Transport::tcp, count, p.guest_congestion_control);
   if (!dns_tcp.ok()) return std::move(dns_tcp).error();
   l.tcp = std::move(*tcp);
   l.dns_udp = std::move(*dns_udp);
@@ -48,7 +49,7 @@ Result<Attachment> Attachment::prepare(const std::string& path, const AttachPara
 }
 
 Status Attachment::open() {
-  auto listeners = open_listeners(ns_.fd(), params_.listeners_per_family);
+  auto listeners = open_listeners(ns_.fd(), params_);
   if (!listeners.ok()) return std::move(listeners).error();
   listeners_ = std::move(*listeners);
   ports_ = TproxyPorts{listeners_.tcp.port, listeners_.dns_udp.port, listeners_.dns_tcp.port};

@@ -27,6 +27,8 @@ inline constexpr uint32_t kDefaultRulePriority = 100;
 struct AttachParams {
   RulesetPolicy policy;
   unsigned listeners_per_family = 1;  // = data-plane loops (SO_REUSEPORT siblings)
+  // TCP congestion control of the agent's guest-facing sockets; empty: the namespace's.
+  std::string guest_congestion_control;
   uint32_t mark = kDefaultMark;
   uint32_t route_table = kDefaultRouteTable;
   uint32_t rule_priority = kDefaultRulePriority;

@@ -1,6 +1,7 @@
 #include "netns/transparent_listener.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -39,13 +40,20 @@ Result<uint16_t> bound_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+Status set_congestion_control(int fd, const std::string& name) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) != 0)
+    return errno_error("setsockopt TCP_CONGESTION " + name, errno, Code::invalid_argument);
+  return {};
+}
+
 // One socket on the wildcard address of `family`; port 0 lets the kernel choose.
-Result<UniqueFd> open_one(int family, Transport transport, uint16_t port) {
+Result<UniqueFd> open_one(int family, Transport transport, uint16_t port, const std::string& cc) {
   int type = (transport == Transport::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | SOCK_NONBLOCK;
   UniqueFd fd(::socket(family, type, 0));
   if (!fd) return errno_error("socket");
   KIB_TRY(set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT"));
   KIB_TRY(make_transparent(fd.get(), family, transport));
+  if (transport == Transport::tcp && !cc.empty()) KIB_TRY(set_congestion_control(fd.get(), cc));
   sockaddr_storage ss{};
   socklen_t len;
   if (family == AF_INET) {
@@ -69,8 +77,8 @@ Result<UniqueFd> open_one(int family, Transport transport, uint16_t port) {
   return fd;
 }
 
-Result<ListenerSet> open_set(Transport transport, unsigned count) {
-  auto first = open_one(AF_INET, transport, 0);
+Result<ListenerSet> open_set(Transport transport, unsigned count, const std::string& cc) {
+  auto first = open_one(AF_INET, transport, 0, cc);
   if (!first.ok()) return std::move(first).error();
   auto port = bound_port(first->get());
   if (!port.ok()) return std::move(port).error();
@@ -79,7 +87,7 @@ Result<ListenerSet> open_set(Transport transport, unsigned count) {
   set.v4.push_back(std::move(*first));
   for (unsigned i = 0; i < 2 * count - 1; ++i) {
     int family = i + 1 < count ? AF_INET : AF_INET6;
-    auto s = open_one(family, transport, set.port);
+    auto s = open_one(family, transport, set.port, cc);
     if (!s.ok()) return std::move(s).error();
     (family == AF_INET ? set.v4 : set.v6).push_back(std::move(*s));
   }
@@ -88,13 +96,20 @@ Result<ListenerSet> open_set(Transport transport, unsigned count) {
 
 }  // namespace
 
-Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count) {
+Status check_tcp_congestion_control(const std::string& name) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return errno_error("socket");
+  return set_congestion_control(fd.get(), name);
+}
+
+Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count,
+                                               const std::string& congestion_control) {
   if (count == 0) return make_error(Code::invalid_argument, "listener count must be at least 1");
   return run_in_netns<ListenerSet>(ns_fd, [&]() -> Result<ListenerSet> {
     // The kernel picks a free v4 port; the v6 wildcard may hold it already, so retry
     // with another port a bounded number of times.
     for (int attempt = 0;; ++attempt) {
-      auto set = open_set(transport, count);
+      auto set = open_set(transport, count, congestion_control);
       if (set.ok() || set.error().code != Code::aborted || attempt + 1 == kPortAttempts) return set;
     }
   });

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "agent/common/result.h"
@@ -26,8 +27,14 @@ struct ListenerSet {
 };
 
 // The port is chosen by the kernel for the first socket (bind to port 0) and reused
-// for its siblings.
-Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count);
+// for its siblings. congestion_control (TCP only; empty: the namespace's default) is
+// set on the listeners, and accepted sockets inherit it.
+Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count,
+                                               const std::string& congestion_control = {});
+
+// Whether this kernel lets the agent set TCP congestion control `name` on a socket
+// (TCP_CONGESTION): invalid_argument naming it when not.
+Status check_tcp_congestion_control(const std::string& name);
 
 // A transparent UDP socket bound to `local` (a guest's original DNS destination), so
 // an answer leaves from the address and port the guest asked. Non-blocking, CLOEXEC.

@@ -236,7 +236,7 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
   if (!present(n)) return {};
   const std::string p = "dataplane";
   KIB_TRY(check_map(n, p, {"threads", "max_connections", "max_connections_per_workspace", "connect_timeout",
-                           "handshake_timeout", "idle_timeout"}));
+                           "handshake_timeout", "idle_timeout", "guest_congestion_control"}));
   KIB_TRY(with_scalar(n, p, "threads", [&](const std::string& s) { return parse_uint_into(s, 0, 1024, d.threads); }));
   KIB_TRY(with_scalar(n, p, "max_connections",
                       [&](const std::string& s) { return parse_uint_into(s, 1, 10000000, d.max_connections); }));
@@ -249,7 +249,16 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
                       [&](const std::string& s) { return parse_seconds_into(s, d.handshake_timeout); }));
   KIB_TRY(with_scalar(n, p, "idle_timeout",
                       [&](const std::string& s) { return parse_seconds_into(s, d.idle_timeout); }));
-  return {};
+  return with_scalar(n, p, "guest_congestion_control", [&](const std::string& s) -> Status {
+    // A kernel algorithm name (TCP_CA_NAME_MAX is 16 with the NUL); whether this
+    // kernel has it is checked when the data plane starts.
+    const bool ok = s.size() < 16 && std::all_of(s.begin(), s.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+    if (!ok) return Error{Code::invalid_argument, "must be a congestion control name such as cubic, or empty"};
+    d.guest_congestion_control = s;
+    return {};
+  });
 }
 
 // The per-Workspace DNS limits; max_in_flight stays inside one 16-bit DNS ID space.

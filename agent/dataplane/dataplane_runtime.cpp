@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/relay/dial_target.h"
+#include "netns/transparent_listener.h"
 #include "uring/probe.h"
 
 namespace kib::dataplane {
@@ -35,6 +36,10 @@ uint64_t min_of(const std::vector<uint64_t>& v) {
 Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config& config,
                                                                    WorkspaceAttacher& attacher) {
   KIB_TRY(uring::probe_kernel_features());
+  if (const std::string& cc = config.dataplane.guest_congestion_control; !cc.empty()) {
+    if (Status st = netns::check_tcp_congestion_control(cc); !st.ok())
+      return Error{Code::invalid_argument, "dataplane.guest_congestion_control: " + st.error().message};
+  }
   auto addr = policy::EndpointAddressPolicy::from_strings(config.egress.allowed_special_purpose_cidrs);
   if (!addr.ok()) return std::move(addr).error();
   raise_nofile_limit();

@@ -14,6 +14,7 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   netns::AttachParams params;
   params.policy = std::move(rp.value());
   params.listeners_per_family = loops;
+  params.guest_congestion_control = guest_congestion_control_;
   auto a = netns::Attachment::attach(netns, params);
   if (!a.ok()) return std::move(a).error();
   netns::Listeners all = a->take_listeners();

@@ -12,6 +12,10 @@ namespace kib::dataplane {
 
 class NetnsAttacher final : public WorkspaceAttacher {
  public:
+  // guest_congestion_control: config dataplane.guest_congestion_control (checked at
+  // start by DataplaneRuntime::create).
+  explicit NetnsAttacher(std::string guest_congestion_control = {})
+      : guest_congestion_control_(std::move(guest_congestion_control)) {}
   Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
                                     const ::kibotos::ctrl::v1::NetworkPolicy& policy, unsigned loops) override;
   Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
@@ -22,6 +26,7 @@ class NetnsAttacher final : public WorkspaceAttacher {
   struct Entry {
     netns::Attachment attachment;
   };
+  const std::string guest_congestion_control_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };

@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  dataplane::NetnsAttacher attacher;
+  dataplane::NetnsAttacher attacher(cfg.dataplane.guest_congestion_control);
   auto rt = dataplane::DataplaneRuntime::create(cfg, attacher);
   if (!rt.ok()) {
     std::cout << "error: " << rt.error().message << std::endl;

@@ -362,3 +362,40 @@ def test_a_guest_reconnecting_from_the_same_port_is_not_answered_by_the_old_conn
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["rsts", "0"], p.stdout
     assert e2e.peer(lab, attached.ws, e2e.covered(lab)) == lab.socks_inet_v4
+
+
+def guest_socket_congestion_control(lab, ws, dst):
+    """The congestion control `ss -i` shows for the agent's socket of a relayed guest
+    connection to dst:PORT (its local end, in the workspace namespace)."""
+    out = lab.run(ws.ws, "ss", "-Htin", "state", "established", "src", f"{dst}:{e2e.PORT}").stdout
+    algos = {"cubic", "reno", "bbr", "dctcp", "htcp", "vegas", "westwood"}
+    words = [w for w in out.split() if w in algos]
+    assert len(words) == 1, out
+    return words[0]
+
+
+@pytest.mark.parametrize("configured,expected", [(None, "cubic"), ("reno", "reno")], ids=["default", "reno"])
+def test_the_guest_facing_sockets_use_the_configured_congestion_control(lab, agent_factory, configured, expected):
+    ws = lab.add_workspace()
+    e2e.start_destinations(lab)
+    e2e.dp.start_dante(lab, 1080)
+    config = e2e.agent_config(lab)
+    if configured:
+        config["dataplane"] = {"guest_congestion_control": configured}
+    # The lab namespace's own default, so the check below cannot pass by accident.
+    lab.run(ws.ws, "sysctl", "-qw", "net.ipv4.tcp_congestion_control=bbr", check=False)
+    env = types.SimpleNamespace(lab=lab, ws=ws, agent=agent_factory(config=config), socks=f"{lab.socks_v4}:1080")
+    e2e.attach(env)
+    ticker = e2e.start_ticker(lab, ws, e2e.covered(lab), seconds=10)
+    try:
+        assert guest_socket_congestion_control(lab, ws, e2e.covered(lab)) == expected
+    finally:
+        ticker.kill()
+        ticker.wait()
+
+
+def test_a_congestion_control_the_kernel_lacks_stops_the_start_naming_the_key(lab, agent_factory):
+    a = agent_factory(config={"dataplane": {"guest_congestion_control": "nosuchcc"}}, start=False)
+    with pytest.raises(RuntimeError) as e:
+        a.start(timeout=15)
+    assert "dataplane.guest_congestion_control" in str(e.value), str(e.value)

@@ -40,6 +40,7 @@ TEST_CASE("an empty config file gives every embedded default") {
   CHECK(c.commands_retention == std::chrono::hours(24));
   CHECK(c.egress.allowed_special_purpose_cidrs.empty());
   CHECK(c.dataplane.threads == 0);
+  CHECK(c.dataplane.guest_congestion_control == "cubic");
   CHECK(c.dns.max_in_flight == 4096);
   CHECK(c.dns.query_timeout == std::chrono::seconds(2));
   CHECK(c.dns.reply_sockets == 256);
@@ -83,6 +84,7 @@ dataplane:
   connect_timeout: 5s
   handshake_timeout: 7
   idle_timeout: 1h
+  guest_congestion_control: reno
 dns:
   max_in_flight: 100
   query_timeout: 750ms
@@ -116,6 +118,7 @@ dns:
   CHECK(c.dataplane.connect_timeout == std::chrono::seconds(5));
   CHECK(c.dataplane.handshake_timeout == std::chrono::seconds(7));
   CHECK(c.dataplane.idle_timeout == std::chrono::hours(1));
+  CHECK(c.dataplane.guest_congestion_control == "reno");
   CHECK(c.dns.max_in_flight == 100);
   CHECK(c.dns.query_timeout == std::chrono::milliseconds(750));
   CHECK(c.dns.reply_sockets == 16);
@@ -161,6 +164,11 @@ TEST_CASE("bad values are errors naming the key") {
   CHECK(starts_with(error_of("commands: {retention: 10x}\n"), "commands.retention: "));
   CHECK(starts_with(error_of("dataplane: {threads: -1}\n"), "dataplane.threads: "));
   CHECK(starts_with(error_of("dataplane: {connect_timeout: 0}\n"), "dataplane.connect_timeout: "));
+  CHECK(starts_with(error_of("dataplane: {guest_congestion_control: \"cubic; drop\"}\n"),
+                    "dataplane.guest_congestion_control: must be a congestion control name"));
+  CHECK(starts_with(error_of("dataplane: {guest_congestion_control: abcdefghijklmnop}\n"),
+                    "dataplane.guest_congestion_control: "));  // 16 characters: longer than the kernel's names
+  CHECK(parse_config("dataplane: {guest_congestion_control: \"\"}\n")->dataplane.guest_congestion_control.empty());
   CHECK(starts_with(error_of("egress: {resolve_timeout: soon}\n"), "egress.resolve_timeout: "));
   CHECK(starts_with(error_of("egress: {resolvers: [1.2.3.4, not-an-ip]}\n"), "egress.resolvers[1]: "));
   CHECK(starts_with(error_of("egress: {resolvers: 1.2.3.4}\n"), "egress.resolvers: expected a list"));
