@@ -12,6 +12,7 @@
 #include <string>
 
 #include "netns/namespace_handle.h"
+#include "netns/netlink_socket.h"
 
 namespace kib::netns {
 namespace {
@@ -19,28 +20,13 @@ namespace {
 constexpr int kLoopbackIfindex = 1;  // LOOPBACK_IFINDEX: lo is always 1
 constexpr int kMaxDuplicateRules = 16;
 
-template <auto Fn>
-struct Deleter {
-  template <typename T>
-  void operator()(T* p) const { Fn(p); }
-};
-using NlSocket = std::unique_ptr<nl_sock, Deleter<nl_socket_free>>;
-using RuleObj = std::unique_ptr<rtnl_rule, Deleter<rtnl_rule_put>>;
-using RouteObj = std::unique_ptr<rtnl_route, Deleter<rtnl_route_put>>;
-using LinkObj = std::unique_ptr<rtnl_link, Deleter<rtnl_link_put>>;
-using AddrObj = std::unique_ptr<nl_addr, Deleter<nl_addr_put>>;
-
-Error nl_error(const std::string& what, int err) {
-  return make_error(Code::internal, what + ": " + nl_geterror(err));
-}
+using RuleObj = std::unique_ptr<rtnl_rule, NlDeleter<rtnl_rule_put>>;
+using RouteObj = std::unique_ptr<rtnl_route, NlDeleter<rtnl_route_put>>;
+using LinkObj = std::unique_ptr<rtnl_link, NlDeleter<rtnl_link_put>>;
+using AddrObj = std::unique_ptr<nl_addr, NlDeleter<nl_addr_put>>;
 
 // The socket is opened on the namespace thread, so it talks to that namespace.
-Result<NlSocket> connect_route_socket() {
-  NlSocket sk(nl_socket_alloc());
-  if (!sk) return make_error(Code::resource_exhausted, "nl_socket_alloc failed");
-  if (int err = nl_connect(sk.get(), NETLINK_ROUTE); err < 0) return nl_error("netlink connect", err);
-  return sk;
-}
+Result<NlSocket> connect_route_socket() { return connect_netlink(NETLINK_ROUTE); }
 
 Status bring_lo_up(nl_sock* sk) {
   rtnl_link* raw = nullptr;
@@ -115,7 +101,7 @@ Status remove_family(nl_sock* sk, int family, const RoutingParams& p) {
   return {};
 }
 
-using CacheObj = std::unique_ptr<nl_cache, Deleter<nl_cache_free>>;
+using CacheObj = std::unique_ptr<nl_cache, NlDeleter<nl_cache_free>>;
 
 bool has_rule(nl_cache* rules, int family, const RoutingParams& p) {
   for (nl_object* o = nl_cache_get_first(rules); o; o = nl_cache_get_next(o)) {

@@ -6,71 +6,51 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <netlink/msg.h>
-#include <netlink/netlink.h>
 
-#include <array>
 #include <cstring>
 #include <memory>
-#include <string>
 #include <vector>
+
+#include "agent/common/errno_error.h"
+#include "netns/netlink_socket.h"
 
 namespace kib::netns {
 namespace {
 
-struct SockFree {
-  void operator()(nl_sock* s) const { nl_socket_free(s); }
-};
-using NlSocket = std::unique_ptr<nl_sock, SockFree>;
-
-// An address as inet_diag reports it: 4 words, IPv4 in the first.
-struct Address {
-  int family;
-  std::array<uint32_t, 4> words;
-  bool operator==(const Address&) const = default;
-};
-
-Error nl_error(const std::string& what, int err) {
-  return make_error(Code::internal, what + ": " + nl_geterror(err));
+// A host prefix from raw address bytes (network order).
+Prefix host_prefix(int family, const void* bytes) {
+  Prefix p;
+  p.family = family;
+  p.length = family == AF_INET ? 32 : 128;
+  std::memcpy(p.addr.data(), bytes, family == AF_INET ? 4 : 16);
+  return p;
 }
 
-Result<std::vector<Address>> local_addresses() {
+Result<std::vector<Prefix>> local_addresses() {
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return make_error(Code::internal, std::string("getifaddrs: ") + strerror(errno));
+  if (getifaddrs(&list) != 0) return errno_error("getifaddrs");
   std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> owner(list, freeifaddrs);
-  std::vector<Address> out;
+  std::vector<Prefix> out;
   for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
-    Address addr{a->ifa_addr->sa_family, {}};
-    if (addr.family == AF_INET) {
-      std::memcpy(addr.words.data(), &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
-    } else if (addr.family == AF_INET6) {
-      std::memcpy(addr.words.data(), &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, 16);
-    } else {
-      continue;
-    }
-    out.push_back(addr);
+    if (a->ifa_addr->sa_family == AF_INET)
+      out.push_back(host_prefix(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr));
+    else if (a->ifa_addr->sa_family == AF_INET6)
+      out.push_back(host_prefix(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr));
   }
   return out;
 }
 
 // 127/8 is local without being listed address by address; a dual-stack socket
 // reports an IPv4 peer as ::ffff:a.b.c.d.
-bool is_local(Address a, const std::vector<Address>& locals) {
-  if (a.family == AF_INET6 && a.words[0] == 0 && a.words[1] == 0 && a.words[2] == htonl(0xffff)) {
-    a = Address{AF_INET, {a.words[3], 0, 0, 0}};
-  }
-  if (a.family == AF_INET && (ntohl(a.words[0]) >> 24) == 127) return true;
+bool is_local(Prefix a, const std::vector<Prefix>& locals) {
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (a.family == AF_INET6 && std::memcmp(a.addr.data(), kMapped, sizeof kMapped) == 0)
+    a = host_prefix(AF_INET, a.addr.data() + 12);
+  if (a.family == AF_INET && a.addr[0] == 127) return true;
   for (const auto& l : locals)
     if (l == a) return true;
   return false;
-}
-
-Prefix host_prefix(const Address& a) {
-  Prefix p;
-  p.family = a.family;
-  p.length = a.family == AF_INET ? 32 : 128;
-  std::memcpy(p.addr.data(), a.words.data(), a.family == AF_INET ? 4 : 16);
-  return p;
 }
 
 inet_diag_req_v2 request(int family) {
@@ -116,18 +96,16 @@ Status destroy(nl_sock* sk, int family, const inet_diag_sockid& id) {
 Result<size_t> end_transparent_time_wait(const KeepTimeWait& keep) {
   auto locals = local_addresses();
   if (!locals.ok()) return std::move(locals).error();
-  NlSocket sk(nl_socket_alloc());
-  if (!sk) return make_error(Code::resource_exhausted, "nl_socket_alloc failed");
-  if (int err = nl_connect(sk.get(), NETLINK_SOCK_DIAG); err < 0) return nl_error("netlink connect", err);
+  auto sk = connect_netlink(NETLINK_SOCK_DIAG);
+  if (!sk.ok()) return std::move(sk).error();
   size_t ended = 0;
   for (int family : {AF_INET, AF_INET6}) {
-    auto ids = dump_time_wait(sk.get(), family);
+    auto ids = dump_time_wait(sk->get(), family);
     if (!ids.ok()) return std::move(ids).error();
     for (const auto& id : *ids) {
-      Address local{family, {}};
-      std::memcpy(local.words.data(), id.idiag_src, sizeof id.idiag_src);
-      if (is_local(local, *locals) || (keep && keep(host_prefix(local), ntohs(id.idiag_sport)))) continue;
-      KIB_TRY(destroy(sk.get(), family, id));
+      const Prefix local = host_prefix(family, id.idiag_src);
+      if (is_local(local, *locals) || (keep && keep(local, ntohs(id.idiag_sport)))) continue;
+      KIB_TRY(destroy(sk->get(), family, id));
       ++ended;
     }
   }

@@ -257,3 +257,32 @@ def assert_clean_exit(agent):
     log = agent.log()
     for mark in SANITIZER_MARKS:
         assert mark not in log, f"{mark} in the agent's log:\n{log[log.index(mark) - 2000:][:6000]}"
+
+
+# n connections one after the other from the guest's src_port to dst:port, whose server
+# closes first (start_tcp_server); prints "rsts N", the resets the guest sent.
+REUSE_CLIENT = r"""
+import socket, sys
+dst, port, src_port, n, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+def out_rsts():
+    lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("OutRsts")])
+before = out_rsts()
+for i in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("", src_port))
+    s.settimeout(timeout)
+    s.connect((dst, port))
+    data = b""
+    while chunk := s.recv(4096):  # the server closes first
+        data += chunk
+    s.close()
+    assert data.startswith(b"SERVER "), data
+print("rsts", out_rsts() - before)
+"""
+
+
+def reuse_port(lab, ws, dst, port, src_port, n, connect_timeout=10):
+    return lab.run(ws.guest, dp.PYTHON, "-c", REUSE_CLIENT, dst, port, src_port, n, connect_timeout, check=False,
+                   timeout=60)

@@ -328,28 +328,6 @@ def test_concurrent_create_workspace_on_one_netns_attaches_it_once(env):
     assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
 
 
-REUSE_CLIENT = r"""
-import socket, sys
-dst, port, src_port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-def out_rsts():
-    lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
-    return int(lines[1][lines[0].index("OutRsts")])
-before = out_rsts()
-for i in range(n):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("", src_port))
-    s.settimeout(10)
-    s.connect((dst, port))
-    data = b""
-    while chunk := s.recv(4096):  # the server closes first
-        data += chunk
-    s.close()
-    assert data.startswith(b"SERVER "), data
-print("rsts", out_rsts() - before)
-"""
-
-
 def test_a_guest_reconnecting_from_the_same_port_is_not_answered_by_the_old_connection(attached):
     # The agent passes the server's FIN on first, so the guest side of a finished
     # connection sits in TIME_WAIT inside the guest's namespace. A new SYN from the
@@ -358,7 +336,7 @@ def test_a_guest_reconnecting_from_the_same_port_is_not_answered_by_the_old_conn
     # SYN after a timeout (16 ms seen under load).
     lab, ws = attached.lab, attached.ws
     lab.start_tcp_server(lab.inet, e2e.covered(lab), 9100, "reuse")
-    p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", REUSE_CLIENT, e2e.covered(lab), 9100, 40123, 5, check=False, timeout=60)
+    p = e2e.reuse_port(lab, ws, e2e.covered(lab), 9100, 40123, 5)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["rsts", "0"], p.stdout
     assert e2e.peer(lab, attached.ws, e2e.covered(lab)) == lab.socks_inet_v4

@@ -135,15 +135,13 @@ def test_delete_workspace_lets_the_guest_reconnect_at_once_from_a_port_it_used_t
     lab, ws, agent = attached.lab, attached.ws, attached.agent
     dst, port, src_port = e2e.covered(lab), 9101, 40124
     lab.start_tcp_server(lab.inet, dst, port, "reuse")
-    client = [e2e.dp.PYTHON, "-c", e2e_reuse_client(), dst, port, src_port]
-    p = lab.run(ws.guest, *client, 3, check=False, timeout=60)
+    p = e2e.reuse_port(lab, ws, dst, port, src_port, 3, connect_timeout=4)
     assert p.returncode == 0, p.stderr
     assert time_wait_at(lab, ws, dst, port), "the relayed connections left no TIME_WAIT to test against"
     # A connection the namespace itself served (its own address) is not the agent's:
     # its TIME_WAIT must stay.
     lab.start_tcp_server(ws.ws, ws.ws_v4, port, "own")
-    p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", e2e_reuse_client(), ws.ws_v4, port, src_port, 1, check=False,
-                timeout=60)
+    p = e2e.reuse_port(lab, ws, ws.ws_v4, port, src_port, 1, connect_timeout=4)
     assert p.returncode == 0, p.stderr
     assert time_wait_at(lab, ws, ws.ws_v4, port)
 
@@ -151,15 +149,10 @@ def test_delete_workspace_lets_the_guest_reconnect_at_once_from_a_port_it_used_t
     assert not time_wait_at(lab, ws, dst, port)
     assert time_wait_at(lab, ws, ws.ws_v4, port)
     t0 = e2e.now()
-    p = lab.run(ws.guest, *client, 1, check=False, timeout=60)
+    p = e2e.reuse_port(lab, ws, dst, port, src_port, 1, connect_timeout=4)
     assert p.returncode == 0, p.stderr
     assert e2e.now() - t0 < 5.0  # a dropped SYN is first retried after 1 s, then 3 s...
     assert e2e.peer(lab, ws, dst) == ws.guest_v4  # routed now, not relayed
-
-
-def e2e_reuse_client():
-    from test_guest_through_egress import REUSE_CLIENT
-    return REUSE_CLIENT.replace("s.settimeout(10)", "s.settimeout(4)")
 
 
 def time_wait_at(lab, ws, addr, port, ns=None, peer=None):
@@ -179,8 +172,7 @@ def test_a_policy_update_that_uncovers_a_destination_lets_the_guest_reach_it_at_
     dst, uncovered_port, kept_port, src_port = e2e.covered(lab), 9103, 9104, 40125
     for port in (uncovered_port, kept_port):
         lab.start_tcp_server(lab.inet, dst, port, "reuse")
-        p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", e2e_reuse_client(), dst, port, src_port, 2, check=False,
-                    timeout=60)
+        p = e2e.reuse_port(lab, ws, dst, port, src_port, 2, connect_timeout=4)
         assert p.returncode == 0, p.stderr
         assert time_wait_at(lab, ws, dst, port)
 
@@ -191,8 +183,7 @@ def test_a_policy_update_that_uncovers_a_destination_lets_the_guest_reach_it_at_
     assert not time_wait_at(lab, ws, dst, uncovered_port)
     assert time_wait_at(lab, ws, dst, kept_port)
     t0 = e2e.now()
-    p = lab.run(ws.guest, e2e.dp.PYTHON, "-c", e2e_reuse_client(), dst, uncovered_port, src_port, 1, check=False,
-                timeout=60)
+    p = e2e.reuse_port(lab, ws, dst, uncovered_port, src_port, 1, connect_timeout=4)
     assert p.returncode == 0, p.stderr
     assert e2e.now() - t0 < 5.0
     # Routed: the destination saw the guest's own address and port.
