@@ -53,7 +53,13 @@ Result<UniqueFd> open_one(int family, Transport transport, uint16_t port, const 
   if (!fd) return errno_error("socket");
   KIB_TRY(set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT"));
   KIB_TRY(make_transparent(fd.get(), family, transport));
-  if (transport == Transport::tcp && !cc.empty()) KIB_TRY(set_congestion_control(fd.get(), cc));
+  if (transport == Transport::tcp) {
+    // Accepted guest sockets inherit both. TCP_NODELAY: a relay must not hold a small
+    // write for the guest's delayed ACK (Nagle; up to 40 ms per write); sends that
+    // know more is queued say so with MSG_MORE instead.
+    KIB_TRY(set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY"));
+    if (!cc.empty()) KIB_TRY(set_congestion_control(fd.get(), cc));
+  }
   sockaddr_storage ss{};
   socklen_t len;
   if (family == AF_INET) {

@@ -238,10 +238,10 @@ void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {
   set_in_flight(tag);
 }
 
-void RelayConnection::submit_send(int side, const uint8_t* data, uint32_t len) {
+void RelayConnection::submit_send(int side, const uint8_t* data, uint32_t len, bool more) {
   unsigned tag = send_tag(side);
   io_uring_sqe* s = loop_.sqe(this, tag);
-  io_uring_prep_send(s, fd(side), data, len, MSG_NOSIGNAL);
+  io_uring_prep_send(s, fd(side), data, len, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
   set_in_flight(tag);
 }
@@ -253,6 +253,7 @@ void RelayConnection::release_flow_buffer(Flow& f) {
   f.pooled = nullptr;
   f.data = nullptr;
   f.off = f.len = 0;
+  f.more = false;
 }
 
 void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
@@ -329,6 +330,10 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
   f.data = data;
   f.off = 0;
   f.len = len;
+  // More bytes or the FIN already wait on the source: send with MSG_MORE so the next
+  // send, or the shutdown, fills the same segment (a reply and its FIN go as one
+  // packet). The next recv completes at once, so nothing stays corked for long.
+  f.more = (flags & IORING_CQE_F_SOCK_NONEMPTY) != 0;
   maybe_start_splice(side, len);
   if (side == kGuest) pump_to_up();
   else pump_to_guest();
@@ -450,7 +455,7 @@ void RelayConnection::pump_to_up() {
     f.off = 0;
     f.len = static_cast<uint32_t>(tls_->take_out(f.pooled, loop_.pool().buffer_size()));
   }
-  if (f.len > 0) return submit_send(kUp, f.data + f.off, f.len);
+  if (f.len > 0) return submit_send(kUp, f.data + f.off, f.len, f.more);
   release_flow_buffer(f);
   if (phase_ != Phase::relaying) return;
   if (f.eof) {
@@ -482,7 +487,7 @@ void RelayConnection::pump_to_guest() {
       return close(true);
     }
   }
-  if (f.len > 0) return submit_send(kGuest, f.data + f.off, f.len);
+  if (f.len > 0) return submit_send(kGuest, f.data + f.off, f.len, f.more);
   release_flow_buffer(f);
   if (f.eof) {
     if (!f.shut) {

@@ -101,6 +101,7 @@ class RelayConnection final : private uring::Completion,
     bool shut = false;          // FIN passed on to the destination
     bool need_buffer = false;   // recv got ENOBUFS
     bool out_poll = false;      // the destination's send tag is a POLLOUT wait (splice)
+    bool more = false;          // the source had more queued (bytes or FIN) at the last recv
     // Set once the flow is bulk (plain relay only): from then on its bytes move by
     // splice and its recv tag is a POLLIN wait on the source.
     std::unique_ptr<SplicePipe> pipe;
@@ -137,7 +138,7 @@ class RelayConnection final : private uring::Completion,
   void maybe_start_splice(int side, uint32_t received);
   void splice_flow(int side);
   void arm_poll(int side, unsigned tag, unsigned mask);
-  void submit_send(int side, const uint8_t* data, uint32_t len);
+  void submit_send(int side, const uint8_t* data, uint32_t len, bool more = false);
   void release_flow_buffer(Flow& f);
   void dial_failed(const std::string& reason);
   void close(bool reset);

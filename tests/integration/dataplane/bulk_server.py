@@ -8,6 +8,9 @@ Each connection sends one command line:
                 client closes it (idle connections).
   TICK          the server sends one byte every 50 ms until the connection breaks.
   PEER          the server answers the client's address.
+  PAIRS <n>     n rounds of: send b"a", wait 2 ms, send b"b", read the client's b"k".
+                Small writes with no reply in between: a hop that delays the second
+                until the first is acknowledged (Nagle against a delayed ACK) shows.
 """
 import hashlib
 import socket
@@ -49,6 +52,15 @@ def handle(c, addr):
             while True:
                 c.sendall(b".")
                 time.sleep(0.05)
+        elif line[0] == "PAIRS":
+            import time
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for _ in range(int(line[1])):
+                c.sendall(b"a")
+                time.sleep(0.002)
+                c.sendall(b"b")
+                if f.read(1) != b"k":
+                    break
         elif line[0] == "PEER":
             c.sendall(("PEER " + addr[0] + "\n").encode())
     except OSError:

@@ -7,6 +7,8 @@ result line; exit status 0 when the exchange went as the command expects.
   peer ADDR PORT          print the address the server saw
   tick ADDR PORT SECONDS  read ticks; print how long the stream lasted and how it ended
   many ADDR PORT N        hold N connections open at once, each answered "HELD"
+  pairs ADDR PORT N       N rounds of two small server writes 2 ms apart; print the
+                          median gap between their arrivals, in ms
 """
 import hashlib
 import socket
@@ -115,11 +117,31 @@ def many(addr, port, n):
     return ok == n
 
 
+def pairs(addr, port, n):
+    s = connect(addr, port)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(f"PAIRS {n}\n".encode())
+    gaps = []
+    for _ in range(n):
+        if s.recv(1) != b"a":
+            print("SHORT")
+            return False
+        t = time.monotonic()
+        if s.recv(1) != b"b":
+            print("SHORT")
+            return False
+        gaps.append(time.monotonic() - t)
+        s.sendall(b"k")
+    later = sorted(gaps[n // 2:])  # past the handshake's quick ACKs
+    print(f"GAP {1000 * later[len(later) // 2]:.1f}")
+    return True
+
+
 def main():
     cmd, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     arg = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     fn = {"up": up, "down": down, "peer": peer, "tick": tick, "many": many,
-          "expect-reset": expect_reset}[cmd]
+          "pairs": pairs, "expect-reset": expect_reset}[cmd]
     ok = fn(addr, port, arg) if cmd not in ("expect-reset", "peer") else fn(addr, port)
     sys.exit(0 if ok else 1)
 

@@ -134,3 +134,17 @@ def test_one_gib_each_way_with_checksum(env):
     assert ok, line
     counts = h.cmd("counts", expect_ok=False)
     dp.wait_for(lambda: h.cmd("counts", expect_ok=False) == "active 0 draining 0", what=f"idle ({counts})")
+
+
+def test_small_writes_are_not_held_for_the_guests_delayed_ack(env):
+    """Two small server writes 2 ms apart, no reply between them: a relay that let
+    Nagle hold the second until the guest acknowledges the first (delayed ACK, 40 ms
+    on Linux) would show a gap near 40 ms. Relayed, the gap stays near 2 ms."""
+    lab, ws, h, dst = env
+    dp.start_dante(lab)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "pairs", dst, PORT, 40)
+    assert ok, line
+    gap_ms = float(line.split()[1])
+    assert gap_ms < 20, line
