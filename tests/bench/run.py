@@ -245,7 +245,7 @@ class Bench:
         self.check_time()
         r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90, rss_base=rss_fresh)
         self.raw.setdefault("hold", []).append(r)
-        for k in ("sys_kib_per_conn", "lab_kib_per_conn"):
+        for k in ("sys_kib_per_conn", "sys_net_kib_per_conn", "lab_kib_per_conn"):
             self.add(k, r[k])
         self.add("hold_errors", r["errors"])
         if relay_pid:

@@ -99,9 +99,10 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     if relay_pid and rss_base is not None:
         rss0 = rss_base
     fds0 = peers.fd_count(relay_pid) if relay_pid else None
-    kern0 = peers.kernel_kib()
+    m0 = peers.settled_meminfo()
+    kern0, avail0 = peers.kernel_kib(m0), peers.mem_available_kib(m0)
     tcp0 = peers.tcp_mem_kib()
-    avail0 = peers.mem_available_kib()
+    others0 = peers.lab_pss_kib(lab, exclude=relay_pid)
     p = lab.spawn(lab.guest, [tools["client"], "hold", L.INET_IP, str(peers.HTTP_PORT), str(n),
                               str(max_seconds)],
                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -110,9 +111,10 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
         if len(line) != 3 or line[0] != "ready":
             raise RuntimeError(f"bench_client hold: unexpected {line!r}")
         held, errors = int(line[1]), int(line[2])
-        avail1 = peers.mem_available_kib()
+        m1 = peers.settled_meminfo()
+        kern1, avail1 = peers.kernel_kib(m1), peers.mem_available_kib(m1)
         tcp1 = peers.tcp_mem_kib()
-        kern1 = peers.kernel_kib()
+        others1 = peers.lab_pss_kib(lab, exclude=relay_pid)
         rss1 = peers.rss_kib(relay_pid) if relay_pid else None
         fds1 = peers.fd_count(relay_pid) if relay_pid else None
         p.stdin.write("close\n")
@@ -132,7 +134,14 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     out = {"n": n, "held": held, "errors": errors,
            "sys_kib_per_conn": (avail0 - avail1) / held if held else None,
            "tcp_mem_kib_per_conn": (tcp1 - tcp0) / held if held else None,
-           "kernel_kib_per_conn": (kern1 - kern0) / held if held else None}
+           "kernel_kib_per_conn": (kern1 - kern0) / held if held else None,
+           # The lab's other processes (SOCKS server, servers, clients) move the
+           # machine-wide figure too: dante forks and reaps helpers at its own pace
+           # (-9 to +196 KiB per held connection between runs of one mode).
+           "others_pss_kib_per_conn": (others1 - others0) / held if held else None}
+    # MemAvailable's drop less what those processes gained: the relay and the kernel.
+    out["sys_net_kib_per_conn"] = (out["sys_kib_per_conn"] - out["others_pss_kib_per_conn"]
+                                   if held else None)
     # Relay RSS + kernel: what the relay adds, without the SOCKS server's own growth
     # (dante forks helpers as load grows and reaps them later: noise, not the relay).
     out["lab_kib_per_conn"] = out["kernel_kib_per_conn"] + (

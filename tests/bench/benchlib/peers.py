@@ -50,21 +50,52 @@ def meminfo():
         return {line.split(":")[0]: int(line.split()[1]) for line in f}
 
 
-def mem_available_kib():
-    return meminfo()["MemAvailable"]
+def settled_meminfo(settle_s=1.0):
+    """/proc/meminfo once the kernel's deferred work has caught up: frees of sockets and
+    request socks wait for RCU grace periods, and each CPU's counter deltas are folded
+    into the totals only every second (vm.stat_refresh folds them now)."""
+    time.sleep(settle_s)
+    try:
+        with open("/proc/sys/vm/stat_refresh", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+    return meminfo()
 
 
-def kernel_kib():
+def mem_available_kib(m=None):
+    return (m or meminfo())["MemAvailable"]
+
+
+def kernel_kib(m=None):
     """Kernel memory that idle sockets, pipes and threads cost (slab: socket structs,
     skb heads; stacks; page tables). Also machine-wide, but compilers running beside the
     benchmark move it far less than MemAvailable."""
-    m = meminfo()
+    m = m or meminfo()
     return m["Slab"] + m["KernelStack"] + m["PageTables"]
 
 
-def lab_rss_kib(lab):
-    return sum(rss_kib(pid) for ns in lab.ns.values() for pid in lab.ns_pids(ns)
-               if os.path.exists(f"/proc/{pid}"))
+def pss_kib(pid):
+    """Proportional set size: shared pages split among their users, so forked helpers
+    are counted once, as MemAvailable sees them."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def lab_pss_kib(lab, exclude=None):
+    total = 0
+    for ns in lab.ns.values():
+        for pid in lab.ns_pids(ns):
+            if pid == exclude:
+                continue
+            try:
+                total += pss_kib(pid)
+            except OSError:  # ended since it was listed
+                pass
+    return total
 
 
 def tcp_mem_kib():

@@ -8,6 +8,8 @@ Each connection sends one command line:
                 client closes it (idle connections).
   TICK          the server sends one byte every 50 ms until the connection breaks.
   PEER          the server answers the client's address.
+  BURST <n>     n writes of 10 bytes back to back, then the connection stays open
+                (no FIN) until the client closes it.
   PAIRS <n>     n rounds of: send b"a", wait 2 ms, send b"b", read the client's b"k".
                 Small writes with no reply in between: a hop that delays the second
                 until the first is acknowledged (Nagle against a delayed ACK) shows.
@@ -52,6 +54,12 @@ def handle(c, addr):
             while True:
                 c.sendall(b".")
                 time.sleep(0.05)
+        elif line[0] == "BURST":
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for i in range(int(line[1])):
+                c.sendall(b"%09d\n" % i)
+            while c.recv(4096):
+                pass
         elif line[0] == "PAIRS":
             import time
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

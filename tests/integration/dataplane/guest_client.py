@@ -7,8 +7,11 @@ result line; exit status 0 when the exchange went as the command expects.
   peer ADDR PORT          print the address the server saw
   tick ADDR PORT SECONDS  read ticks; print how long the stream lasted and how it ended
   many ADDR PORT N        hold N connections open at once, each answered "HELD"
+  burst ADDR PORT N       N small writes back to back, no FIN after them: all must
+                          arrive within 2 s (nothing left corked in the relay)
   pairs ADDR PORT N       N rounds of two small server writes 2 ms apart; print the
-                          median gap between their arrivals, in ms
+                          median gap between their arrivals and the median round
+                          (the reply to the second write, then both arriving), in ms
 """
 import hashlib
 import socket
@@ -117,12 +120,33 @@ def many(addr, port, n):
     return ok == n
 
 
+def burst(addr, port, n):
+    s = connect(addr, port, timeout=2)
+    s.sendall(f"BURST {n}\n".encode())
+    want = b"".join(b"%09d\n" % i for i in range(n))
+    got = b""
+    deadline = time.monotonic() + 2
+    try:
+        while len(got) < len(want) and time.monotonic() < deadline:
+            s.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    took = 2 - (deadline - time.monotonic())
+    print(f"OK {1000 * took:.1f}" if got == want else f"SHORT {len(got)} of {len(want)}")
+    return got == want
+
+
 def pairs(addr, port, n):
     s = connect(addr, port)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.sendall(f"PAIRS {n}\n".encode())
-    gaps = []
+    gaps, rounds = [], []
     for _ in range(n):
+        start = time.monotonic()
         if s.recv(1) != b"a":
             print("SHORT")
             return False
@@ -131,9 +155,13 @@ def pairs(addr, port, n):
             print("SHORT")
             return False
         gaps.append(time.monotonic() - t)
+        rounds.append(time.monotonic() - start)
         s.sendall(b"k")
-    later = sorted(gaps[n // 2:])  # past the handshake's quick ACKs
-    print(f"GAP {1000 * later[len(later) // 2]:.1f}")
+
+    def median_ms(xs):
+        xs = sorted(xs[n // 2:])  # past the handshake's quick ACKs
+        return 1000 * xs[len(xs) // 2]
+    print(f"GAP {median_ms(gaps):.1f} ROUND {median_ms(rounds):.1f}")
     return True
 
 
@@ -141,7 +169,7 @@ def main():
     cmd, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     arg = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     fn = {"up": up, "down": down, "peer": peer, "tick": tick, "many": many,
-          "pairs": pairs, "expect-reset": expect_reset}[cmd]
+          "pairs": pairs, "burst": burst, "expect-reset": expect_reset}[cmd]
     ok = fn(addr, port, arg) if cmd not in ("expect-reset", "peer") else fn(addr, port)
     sys.exit(0 if ok else 1)
 
