@@ -33,6 +33,16 @@ def attach(h, lab, ws, egress="e1", drain=0, rev=1):
     h.cmd(f"workspace w{ws.index} {ws.path} {drain} {rev} {egress}={lab.internet_v4_cidr}")
 
 
+@pytest.fixture
+def through_dante(env):
+    """env, with dante as Egress e1 (no auth) and the workspace attached to it."""
+    lab, ws, h, dst = env
+    dp.start_dante(lab)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    return env
+
+
 def test_curl_through_dante_reaches_http_server(lab):
     ws = lab.add_workspace()
     dp.start_dante(lab)
@@ -47,11 +57,8 @@ def test_curl_through_dante_reaches_http_server(lab):
     assert st["applied_revision"] == "1"
 
 
-def test_server_sees_the_socks_server_not_the_guest(env):
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+def test_server_sees_the_socks_server_not_the_guest(through_dante):
+    lab, ws, h, dst = through_dante
     ok, line = dp.guest(lab, ws, "peer", dst, PORT)
     assert ok, line
     assert line == f"PEER {lab.socks_inet_v4}"
@@ -103,31 +110,22 @@ def test_unreachable_endpoint_resets_the_guest(env):
     assert "connect" in h.egress_status("w0", "e1")["last_error"]
 
 
-def test_socks_refusal_resets_the_guest_with_its_reason(env):
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+def test_socks_refusal_resets_the_guest_with_its_reason(through_dante):
+    lab, ws, h, dst = through_dante
     ok, line = dp.guest(lab, ws, "expect-reset", dst, PORT + 1)  # closed port in inet
     assert ok, line
     err = h.egress_status("w0", "e1")["last_error"]
     assert err.startswith("socks5: "), err
 
 
-def test_half_close_client_shuts_writes_and_still_reads_the_reply(env):
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+def test_half_close_client_shuts_writes_and_still_reads_the_reply(through_dante):
+    lab, ws, h, dst = through_dante
     ok, line = dp.guest(lab, ws, "up", dst, PORT, 4)
     assert ok, line
 
 
-def test_one_gib_each_way_with_checksum(env):
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+def test_one_gib_each_way_with_checksum(through_dante):
+    lab, ws, h, dst = through_dante
     ok, line = dp.guest(lab, ws, "up", dst, PORT, 1024, timeout=180)
     assert ok, line
     ok, line = dp.guest(lab, ws, "down", dst, PORT, 1024, timeout=180)
@@ -136,14 +134,11 @@ def test_one_gib_each_way_with_checksum(env):
     dp.wait_for(lambda: h.cmd("counts", expect_ok=False) == "active 0 draining 0", what=f"idle ({counts})")
 
 
-def test_small_writes_are_not_held_for_the_guests_delayed_ack(env):
+def test_small_writes_are_not_held_for_the_guests_delayed_ack(through_dante):
     """Two small server writes 2 ms apart, no reply between them: a relay that let
     Nagle hold the second until the guest acknowledges the first (delayed ACK, 40 ms
     on Linux) would show a gap near 40 ms. Relayed, the gap stays near 2 ms."""
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+    lab, ws, h, dst = through_dante
     ok, line = dp.guest(lab, ws, "pairs", dst, PORT, 40)
     assert ok, line
     _, gap_ms, _, round_ms = line.split()
@@ -153,14 +148,11 @@ def test_small_writes_are_not_held_for_the_guests_delayed_ack(env):
     assert float(round_ms) < 100, line
 
 
-def test_bytes_queued_behind_a_send_are_never_left_corked(env):
+def test_bytes_queued_behind_a_send_are_never_left_corked(through_dante):
     """The relay sends with MSG_MORE when the source has more queued; the bytes must
     all arrive at once when the source then goes quiet without a FIN (~2 ms here; a
     tail left corked waits for TCP's 200 ms probe)."""
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+    lab, ws, h, dst = through_dante
     took = []
     for _ in range(5):
         ok, line = dp.guest(lab, ws, "burst", dst, PORT, 200)
