@@ -100,7 +100,8 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
         rss0 = rss_base
     fds0 = peers.fd_count(relay_pid) if relay_pid else None
     m0 = peers.settled_meminfo()
-    kern0, avail0 = peers.kernel_kib(m0), peers.mem_available_kib(m0)
+    kern0, avail0, slab0 = peers.kernel_kib(m0), peers.mem_available_kib(m0), m0["Slab"]
+    own0 = peers.own_kernel_kib(relay_pid) if relay_pid else 0
     tcp0 = peers.tcp_mem_kib()
     others0 = peers.lab_pss_kib(lab, exclude=relay_pid)
     p = lab.spawn(lab.guest, [tools["client"], "hold", L.INET_IP, str(peers.HTTP_PORT), str(n),
@@ -112,7 +113,8 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
             raise RuntimeError(f"bench_client hold: unexpected {line!r}")
         held, errors = int(line[1]), int(line[2])
         m1 = peers.settled_meminfo()
-        kern1, avail1 = peers.kernel_kib(m1), peers.mem_available_kib(m1)
+        kern1, avail1, slab1 = peers.kernel_kib(m1), peers.mem_available_kib(m1), m1["Slab"]
+        own1 = peers.own_kernel_kib(relay_pid) if relay_pid else 0
         tcp1 = peers.tcp_mem_kib()
         others1 = peers.lab_pss_kib(lab, exclude=relay_pid)
         rss1 = peers.rss_kib(relay_pid) if relay_pid else None
@@ -142,10 +144,15 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     # MemAvailable's drop less what those processes gained: the relay and the kernel.
     out["sys_net_kib_per_conn"] = (out["sys_kib_per_conn"] - out["others_pss_kib_per_conn"]
                                    if held else None)
-    # Relay RSS + kernel: what the relay adds, without the SOCKS server's own growth
-    # (dante forks helpers as load grows and reaps them later: noise, not the relay).
-    out["lab_kib_per_conn"] = out["kernel_kib_per_conn"] + (
-        (rss1 - rss0) / held if relay_pid and held else 0) if held else None
+    # Relay RSS + kernel: what the relay adds: slab (every socket's and pipe's kernel
+    # state, machine-wide) and the relay's own page tables and thread stacks. Not the
+    # other processes' stacks and page tables: dante forks helpers as load grows and
+    # reaps them later, which moved this figure by ~3 KiB per connection between runs.
+    if held:
+        own = (own1 - own0) + ((rss1 - rss0) if relay_pid else 0)
+        out["lab_kib_per_conn"] = ((slab1 - slab0) + own) / held
+    else:
+        out["lab_kib_per_conn"] = None
     if relay_pid:
         out |= {"rss_idle_kib": rss0, "rss_held_kib": rss1,
                 "rss_kib_per_conn": (rss1 - rss0) / held if held else None,

@@ -75,6 +75,17 @@ def kernel_kib(m=None):
     return m["Slab"] + m["KernelStack"] + m["PageTables"]
 
 
+def own_kernel_kib(pid):
+    """The kernel memory one process holds outside slab: its page tables and its
+    threads' kernel stacks (16 KiB each on x86-64)."""
+    st = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, val = line.partition(":")
+            st[key] = val.split()
+    return int(st["VmPTE"][0]) + 16 * int(st["Threads"][0])
+
+
 def pss_kib(pid):
     """Proportional set size: shared pages split among their users, so forked helpers
     are counted once, as MemAvailable sees them."""

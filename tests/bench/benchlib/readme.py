@@ -241,10 +241,11 @@ def notes_section(results):
         "servers and the clients; throughput through any relay is bounded by them.",
         f"- Load average at start / end: {m['load_start']} / {m.get('load_end', '?')}. "
         "Other work on the machine moves the MemAvailable figures most (they are machine-wide); "
-        "the 'relay RSS + kernel' row (the relay's RSS plus kernel slab, stacks and page "
-        "tables, which hold every socket's and pipe's kernel state) is the steadier estimate "
-        "of what a relayed connection costs the machine; it leaves out the SOCKS server's "
-        "own processes (dante forks helpers as load grows and reaps them later).",
+        "the 'relay RSS + kernel' row (the relay's RSS, page tables and thread stacks, plus "
+        "the kernel's slab, which holds every socket's and pipe's kernel state) is the "
+        "steadier estimate of what a relayed connection costs the machine; it leaves out the "
+        "SOCKS server's own processes, their stacks and page tables (dante forks helpers as "
+        "load grows and reaps them later).",
         "- In each run, memory is measured first, right after the relay starts, after one "
         "unmeasured hold (so that dante has forked its helpers already); the relay's RSS per "
         "connection is counted from its RSS when fresh.",

@@ -26,7 +26,7 @@ METRICS = {
                          "sys_kib_per_conn"),
     "sys_net_kib_per_conn": ("system MemAvailable drop less the lab's other processes' PSS, per idle "
                              "connection", "KiB", "low", "memory", "sys_net_kib_per_conn"),
-    "lab_kib_per_conn": ("relay RSS + kernel slab/stacks/page tables per idle connection", "KiB", "low",
+    "lab_kib_per_conn": ("relay RSS, page tables and stacks + kernel slab per idle connection", "KiB", "low",
                          "memory", "lab_kib_per_conn"),
     "hold_errors": ("idle connections not established", "count", "low", "memory", None),
     "fd_leak": ("relay fds left after closing them all", "count", "low", "memory", None),
