@@ -34,10 +34,12 @@ PROFILES = {
     # machine-wide memory) moved medians of 3 across a target between runs.
     "full": dict(runs=5, iperf_seconds=4, variants=("1_up", "1_down", "4_up", "4_down"),
                  wrk_seconds=3, wrk_conns=32, lat_n=1000, hold_n=10000, dns_n=5000,
-                 dns_window=16, select_seconds=2, select_lat_n=300, max_minutes=30),
+                 dns_window=16, select_seconds=2, select_lat_n=300, max_minutes=30,
+                 settle_load=2.0, settle_seconds=180),
     "smoke": dict(runs=1, iperf_seconds=1, variants=("1_up", "4_down"), wrk_seconds=1,
                   wrk_conns=8, lat_n=100, hold_n=200, dns_n=200, dns_window=4,
-                  select_seconds=1, select_lat_n=30, max_minutes=3),
+                  select_seconds=1, select_lat_n=30, max_minutes=3, settle_load=1e9,
+                  settle_seconds=0),
 }
 
 MODES = {  # name: (label, kind, data-plane threads)
@@ -369,7 +371,22 @@ class Bench:
         except (OSError, ValueError, KeyError):
             return "unknown build"
 
+    def wait_for_quiet(self):
+        """Starts once the 1-minute load average is below the profile's bound (at most
+        settle_seconds): a run started right after another one's 9,500 connections
+        (dante reaping hundreds of helpers) began at load 27 and measured routed
+        connections/s a quarter low."""
+        bound, limit = self.p["settle_load"], self.p["settle_seconds"]
+        t0 = time.monotonic()
+        while os.getloadavg()[0] > bound and time.monotonic() - t0 < limit:
+            time.sleep(5)
+        waited = time.monotonic() - t0
+        if waited >= 5:
+            log(f"waited {waited:.0f} s for the load average to fall below {bound} "
+                f"(now {os.getloadavg()[0]:.2f})")
+
     def run(self):
+        self.wait_for_quiet()
         t0 = time.monotonic()
         self.results["meta"] = self.meta()
         self.build_tools()
