@@ -138,7 +138,7 @@ class RelayConnection final : private uring::Completion,
   void maybe_start_splice(int side, uint32_t received);
   void splice_flow(int side);
   void arm_poll(int side, unsigned tag, unsigned mask);
-  void submit_send(int side, const uint8_t* data, uint32_t len, bool more = false);
+  void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
   void release_flow_buffer(Flow& f);
   void dial_failed(const std::string& reason);
   void close(bool reset);

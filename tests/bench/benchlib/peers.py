@@ -33,12 +33,14 @@ def cpu_seconds_of(pids):
     return total
 
 
-def rss_kib(pid):
+def proc_status(pid):
+    """/proc/PID/status as {key: [fields]}."""
     with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+        return {key: val.split() for key, _, val in (line.partition(":") for line in f)}
+
+
+def rss_kib(pid):
+    return int(proc_status(pid).get("VmRSS", [0])[0])
 
 
 def fd_count(pid):
@@ -78,11 +80,7 @@ def kernel_kib(m=None):
 def own_kernel_kib(pid):
     """The kernel memory one process holds outside slab: its page tables and its
     threads' kernel stacks (16 KiB each on x86-64)."""
-    st = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, val = line.partition(":")
-            st[key] = val.split()
+    st = proc_status(pid)
     return int(st["VmPTE"][0]) + 16 * int(st["Threads"][0])
 
 

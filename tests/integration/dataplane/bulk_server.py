@@ -18,6 +18,7 @@ import hashlib
 import socket
 import sys
 import threading
+import time
 
 from bulk_stream import MIB, block
 
@@ -50,7 +51,6 @@ def handle(c, addr):
             while c.recv(4096):
                 pass
         elif line[0] == "TICK":
-            import time
             while True:
                 c.sendall(b".")
                 time.sleep(0.05)
@@ -61,7 +61,6 @@ def handle(c, addr):
             while c.recv(4096):
                 pass
         elif line[0] == "PAIRS":
-            import time
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for _ in range(int(line[1])):
                 c.sendall(b"a")
