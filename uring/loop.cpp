@@ -1,11 +1,14 @@
 #include "uring/loop.h"
 
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+
+#include "uring/socket_ops.h"
 
 namespace kib::uring {
 
@@ -35,6 +38,9 @@ Result<std::unique_ptr<Loop>> Loop::create(const LoopOptions& opts) {
   auto br = BufferRing::create(&l->ring_, 0, opts.buffer_count, opts.buffer_size, opts.buffers_posted);
   if (!br.ok()) return std::move(br).error();
   l->buffers_ = std::move(br.value());
+  auto slots = FileSlots::register_on(&l->ring_, opts.file_slots);
+  if (!slots.ok()) return std::move(slots).error();
+  l->slots_ = std::move(slots.value());
   l->arm_wakeup();
   return l;
 }
@@ -60,6 +66,24 @@ void Loop::cancel(Completion* owner, unsigned tag) {
   io_uring_sqe* s = sqe(nullptr, 0);
   io_uring_prep_cancel64(s, encode_user_data(owner, tag), 0);
   io_uring_sqe_set_data64(s, 0);  // the cancel's own CQE is ignored
+}
+
+// Both run inline, in order, when submitted (neither can block), so a later SQE
+// that installs into the same slot finds it closed. Only failures post a CQE, and
+// user_data 0 drops it: there is nothing left to tell.
+void Loop::close_slot(int slot, bool reset) {
+  static const linger kReset{1, 0};
+  if (reset) {
+    io_uring_sqe* s = sqe(nullptr, 0);
+    prep_setsockopt_direct(s, slot, SOL_SOCKET, SO_LINGER, &kReset, sizeof kReset);
+    s->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(s, 0);
+  }
+  io_uring_sqe* s = sqe(nullptr, 0);
+  io_uring_prep_close_direct(s, static_cast<unsigned>(slot));
+  s->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(s, 0);
+  slots_.put(slot);
 }
 
 void Loop::arm_wakeup() {

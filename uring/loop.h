@@ -16,6 +16,7 @@
 #include "uring/buffer_pool.h"
 #include "uring/buffer_ring.h"
 #include "uring/completion.h"
+#include "uring/file_slots.h"
 #include "uring/timer_wheel.h"
 
 namespace kib::uring {
@@ -28,6 +29,9 @@ struct LoopOptions {
   uint32_t buffer_count = 256;
   uint32_t buffer_size = 65536;
   uint32_t buffers_posted = 32;
+  // Direct-descriptor slots (FileSlots) for sockets the loop opens itself; 0: plain
+  // fds only. At most RLIMIT_NOFILE's soft limit.
+  uint32_t file_slots = 0;
 };
 
 // Something waiting for a provided buffer after a recv failed with ENOBUFS.
@@ -74,6 +78,10 @@ class Loop final : private Completion {
   TimerWheel& timers() { return timers_; }
   BufferRing& buffers() { return *buffers_; }
   BufferPool& pool() { return pool_; }
+  FileSlots& slots() { return slots_; }
+  // Closes the socket in slot (reset: with an RST, SO_LINGER 0) by SQEs that run
+  // ahead of any later reuse of the slot, and frees the slot.
+  void close_slot(int slot, bool reset);
   // Returns a provided buffer to the kernel and wakes one waiter.
   void give_back(uint16_t bid);
   void wait_for_buffer(BufferWaiter& w);
@@ -92,6 +100,7 @@ class Loop final : private Completion {
   UniqueFd event_fd_;
   uint64_t event_value_ = 0;
   std::unique_ptr<BufferRing> buffers_;
+  FileSlots slots_;
   BufferPool pool_{16384 + 512};
   TimerWheel timers_;
   uint64_t now_ms_;

@@ -1,12 +1,18 @@
 #include "uring/probe.h"
 
 #include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <string>
+
+#include "uring/socket_ops.h"
 
 namespace kib::uring {
 namespace {
@@ -46,7 +52,53 @@ Status check_buf_ring(io_uring* ring) {
   return {};
 }
 
+// Runs socket -> setsockopt(TCP_NODELAY) -> install on slot 0 of a fresh table and
+// checks that the installed fd shows the option set.
+Status try_direct_socket(io_uring* ring) {
+  if (int r = io_uring_register_files_sparse(ring, 1); r < 0)
+    return Error{Code::failed_precondition, std::string("sparse file table: ") + strerror(-r)};
+  static const int kOne = 1;
+  io_uring_sqe* s = io_uring_get_sqe(ring);
+  io_uring_prep_socket_direct(s, AF_INET, SOCK_STREAM, 0, 0, 0);
+  io_uring_sqe_set_data64(s, 1);
+  s = io_uring_get_sqe(ring);
+  prep_setsockopt_direct(s, 0, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof kOne);
+  io_uring_sqe_set_data64(s, 2);
+  s = io_uring_get_sqe(ring);
+  prep_fixed_fd_install(s, 0);
+  io_uring_sqe_set_data64(s, 3);
+  if (int r = io_uring_submit_and_wait(ring, 3); r < 0)
+    return Error{Code::failed_precondition, std::string("submit: ") + strerror(-r)};
+  constexpr const char* kWhat[] = {"", "IORING_OP_SOCKET into a slot", "SOCKET_URING_OP_SETSOCKOPT",
+                                   "IORING_OP_FIXED_FD_INSTALL"};
+  int res[4] = {0, -EINVAL, -EINVAL, -EINVAL};
+  io_uring_cqe* cqe;
+  unsigned head, n = 0;
+  io_uring_for_each_cqe(ring, head, cqe) {
+    ++n;
+    if (cqe->user_data >= 1 && cqe->user_data <= 3) res[cqe->user_data] = cqe->res;
+  }
+  io_uring_cq_advance(ring, n);
+  for (int i = 1; i <= 3; ++i)
+    if (res[i] < 0) return Error{Code::failed_precondition, std::string(kWhat[i]) + ": " + strerror(-res[i])};
+  int v = 0;
+  socklen_t len = sizeof v;
+  const bool set = getsockopt(res[3], IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v != 0;
+  ::close(res[3]);
+  if (!set) return Error{Code::failed_precondition, "SOCKET_URING_OP_SETSOCKOPT did not set TCP_NODELAY"};
+  return {};
+}
+
 }  // namespace
+
+Status probe_direct_sockets() {
+  io_uring ring;
+  if (int r = io_uring_queue_init(8, &ring, 0); r < 0)
+    return Error{Code::failed_precondition, std::string("io_uring: ") + strerror(-r)};
+  Status st = try_direct_socket(&ring);
+  io_uring_queue_exit(&ring);
+  return st;
+}
 
 Status probe_kernel_features() {
   io_uring ring;

@@ -236,7 +236,8 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
   if (!present(n)) return {};
   const std::string p = "dataplane";
   KIB_TRY(check_map(n, p, {"threads", "max_connections", "max_connections_per_workspace", "connect_timeout",
-                           "handshake_timeout", "idle_timeout", "guest_congestion_control"}));
+                           "handshake_timeout", "idle_timeout", "guest_congestion_control",
+                           "direct_descriptors"}));
   KIB_TRY(with_scalar(n, p, "threads", [&](const std::string& s) { return parse_uint_into(s, 0, 1024, d.threads); }));
   KIB_TRY(with_scalar(n, p, "max_connections",
                       [&](const std::string& s) { return parse_uint_into(s, 1, 10000000, d.max_connections); }));
@@ -249,6 +250,11 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
                       [&](const std::string& s) { return parse_seconds_into(s, d.handshake_timeout); }));
   KIB_TRY(with_scalar(n, p, "idle_timeout",
                       [&](const std::string& s) { return parse_seconds_into(s, d.idle_timeout); }));
+  KIB_TRY(with_scalar(n, p, "direct_descriptors", [&](const std::string& s) -> Status {
+    if (s != "true" && s != "false") return Error{Code::invalid_argument, "must be true or false"};
+    d.direct_descriptors = s == "true";
+    return {};
+  }));
   return with_scalar(n, p, "guest_congestion_control", [&](const std::string& s) -> Status {
     // A kernel algorithm name (TCP_CA_NAME_MAX is 16 with the NUL); whether this
     // kernel has it is checked when the data plane starts.

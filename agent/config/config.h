@@ -48,6 +48,10 @@ struct DataplaneConfig {
   // empty: the Workspace namespace's default. Not BBR there: its pacing timers cost
   // the relay ~30% more CPU per GB toward the guest for nothing on a local link.
   std::string guest_congestion_control = "cubic";
+  // Upstream sockets as io_uring direct descriptors where the kernel can (6.8+): one
+  // fd per relayed connection instead of two, and no socket()/setsockopt/shutdown
+  // syscalls on the dial path. false: plain fds always.
+  bool direct_descriptors = true;
 };
 
 // The guest DNS of each Workspace whose policy has resolvers.

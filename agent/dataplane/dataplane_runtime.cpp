@@ -7,6 +7,8 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "agent/relay/dial_target.h"
 #include "netns/transparent_listener.h"
 #include "uring/probe.h"
@@ -27,6 +29,24 @@ void raise_nofile_limit() {
   }
 }
 
+// Slots per loop for direct-descriptor upstream sockets: as many as the fd limit
+// allows (the kernel's bound) up to max_connections, capped so an idle loop's table
+// stays small (8 bytes a slot, kernel memory); beyond, a loop falls back to fds.
+uint32_t direct_slots_per_loop(const Config& config) {
+  constexpr uint32_t kCap = 65536;
+  if (!config.dataplane.direct_descriptors) return 0;
+  if (Status st = uring::probe_direct_sockets(); !st.ok()) {
+    spdlog::info("data plane: upstream sockets use plain fds (no io_uring direct descriptors: {})",
+                 st.error().message);
+    return 0;
+  }
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  uint64_t n = std::min<uint64_t>({rl.rlim_cur, config.dataplane.max_connections, kCap});
+  spdlog::info("data plane: upstream sockets use io_uring direct descriptors ({} slots per loop)", n);
+  return static_cast<uint32_t>(n);
+}
+
 uint64_t min_of(const std::vector<uint64_t>& v) {
   return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
 }
@@ -44,6 +64,7 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   if (!addr.ok()) return std::move(addr).error();
   raise_nofile_limit();
   std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr.value())));
+  rt->worker_opts_.loop.file_slots = direct_slots_per_loop(config);
   unsigned n = config.dataplane.threads != 0 ? config.dataplane.threads
                                              : std::max(1u, std::thread::hardware_concurrency());
   dns::DnsServiceOptions dopts;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "agent/relay/socks5_client.h"
+#include "uring/socket_ops.h"
 
 namespace kib::relay {
 
@@ -19,12 +20,16 @@ struct RelayConnection::Handshake {
   size_t next = 0;
   SocketAddress peer{};  // the address being connected (must outlive the CONNECT op)
   std::string last_error;
+  int socket_error = 0;  // IORING_OP_SOCKET's, when opening into a slot failed
   bool connect_timed_out = false;
 };
 
 namespace {
 
 std::string errno_text(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
+
+// Out of descriptors or socket memory: the owner stops accepting for a while.
+bool is_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
 void set_reset_on_close(int fd) {
   if (fd < 0) return;
@@ -67,8 +72,18 @@ SocketAddress RelayConnection::original_dst() const {
 
 RelayConnection::~RelayConnection() {
   if (guest_fd_ >= 0) ::close(guest_fd_);
-  if (up_fd_ >= 0) ::close(up_fd_);
+  close_upstream(reset_);
 }
+
+void RelayConnection::aim(io_uring_sqe* s, int side) const {
+  if (side == kUp && up_slot_ >= 0) {
+    s->fd = up_slot_;
+    s->flags |= IOSQE_FIXED_FILE;
+  } else {
+    s->fd = fd(side);
+  }
+}
+
 
 void RelayConnection::start(const SocketAddress& original_dst) {
   hs_ = std::make_unique<Handshake>(target_->credentials, &original_dst.sa);
@@ -99,33 +114,87 @@ void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) 
 }
 
 void RelayConnection::connect_next() {
-  if (up_fd_ >= 0) {
-    ::close(up_fd_);
-    up_fd_ = -1;
-  }
+  close_upstream(false);
   if (hs_->next >= hs_->addresses.size()) return dial_failed(hs_->last_error);
   hs_->peer = to_socket_address(hs_->addresses[hs_->next++], target_->endpoint.port);
-  int fd = ::socket(hs_->peer.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) obs_.on_out_of_resources(err);
-    return dial_failed(errno_text("socket", err));
-  }
-  up_fd_ = fd;
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!open_upstream()) return;
   phase_ = Phase::connecting;
   hs_->connect_timed_out = false;
   phase_deadline_ = loop_.now_ms() + timeouts_.connect_ms;
   rearm_timer();
   io_uring_sqe* s = loop_.sqe(this, kConnect);
-  io_uring_prep_connect(s, fd, &hs_->peer.sa, hs_->peer.length());
+  io_uring_prep_connect(s, -1, &hs_->peer.sa, hs_->peer.length());
+  aim(s, kUp);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, kConnect));
   set_in_flight(kConnect);
 }
 
+// Into a direct-descriptor slot when the loop has one free: the socket and its
+// TCP_NODELAY are SQEs that run in order, at submit, ahead of the connect (which
+// fails with EBADF if the socket could not be made). Else a plain fd.
+bool RelayConnection::open_upstream() {
+  static const int kOne = 1;
+  const int family = hs_->peer.sa.sa_family;
+  up_slot_ = loop_.slots().take();
+  if (up_slot_ >= 0) {
+    io_uring_sqe* s = loop_.sqe(this, kSocket);
+    io_uring_prep_socket_direct(s, family, SOCK_STREAM, IPPROTO_TCP, static_cast<unsigned>(up_slot_), 0);
+    io_uring_sqe_set_data64(s, uring::encode_user_data(this, kSocket));
+    set_in_flight(kSocket);
+    s = loop_.sqe(nullptr, 0);
+    uring::prep_setsockopt_direct(s, up_slot_, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof kOne);
+    s->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(s, 0);
+    return true;
+  }
+  int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) {
+    const int err = errno;
+    if (is_out_of_resources(err)) obs_.on_out_of_resources(err);
+    dial_failed(errno_text("socket", err));
+    return false;
+  }
+  up_fd_ = fd;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof kOne);
+  return true;
+}
+
+void RelayConnection::close_upstream(bool reset) {
+  if (up_fd_ >= 0) ::close(std::exchange(up_fd_, -1));
+  if (up_slot_ >= 0) loop_.close_slot(std::exchange(up_slot_, -1), reset);
+}
+
+// A slot's socket has no inline shutdown: IORING_OP_SHUTDOWN always runs in an io-wq
+// worker. When the endpoint's FIN was already passed on (it closed first, the common
+// case), the close that follows at once sends our FIN; otherwise the op is tracked
+// so that the slot is neither closed nor reused under it.
+void RelayConnection::shutdown_up() {
+  if (up_fd_ >= 0) {
+    ::shutdown(up_fd_, SHUT_WR);
+    return;
+  }
+  if (flow_[kUp].shut) return;
+  io_uring_sqe* s = loop_.sqe(this, kShutdown);
+  io_uring_prep_shutdown(s, up_slot_, SHUT_WR);
+  s->flags |= IOSQE_FIXED_FILE;
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, kShutdown));
+  set_in_flight(kShutdown);
+}
+
+// Splice works on fds: the slot's socket gets one, once; bytes keep moving by copy
+// until it comes (and for good if it cannot, e.g. out of fds).
+void RelayConnection::ask_plain_fd() {
+  if (asked_plain_fd_ || up_slot_ < 0) return;
+  asked_plain_fd_ = true;
+  io_uring_sqe* s = loop_.sqe(this, kInstall);
+  uring::prep_fixed_fd_install(s, up_slot_);
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, kInstall));
+  set_in_flight(kInstall);
+}
+
 void RelayConnection::on_connected(int32_t res) {
   if (res < 0) {
+    if (hs_->socket_error != 0) return dial_failed(errno_text("socket", hs_->socket_error));
     hs_->last_error = hs_->connect_timed_out ? std::string("connect: timed out") : errno_text("connect", -res);
     return connect_next();
   }
@@ -189,7 +258,8 @@ void RelayConnection::arm_recv(int side) {
   if (in_flight(tag) || phase_ == Phase::closing) return;
   if (flow_[side].pipe) return splice_flow(side);
   io_uring_sqe* s = loop_.sqe(this, tag);
-  io_uring_prep_recv(s, fd(side), nullptr, loop_.buffers().buffer_size(), 0);
+  io_uring_prep_recv(s, -1, nullptr, loop_.buffers().buffer_size(), 0);
+  aim(s, side);
   s->flags |= IOSQE_BUFFER_SELECT;
   s->buf_group = loop_.buffers().group_id();
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
@@ -202,6 +272,7 @@ void RelayConnection::arm_recv(int side) {
 void RelayConnection::maybe_start_splice(int side, uint32_t received) {
   Flow& f = flow_[side];
   if (f.pipe || tls_ || received < loop_.buffers().buffer_size()) return;
+  if (up_fd_ < 0) return ask_plain_fd();
   if (!nonblocking_) {
     if (!set_nonblocking(guest_fd_) || !set_nonblocking(up_fd_)) return;
     nonblocking_ = true;
@@ -233,7 +304,8 @@ void RelayConnection::splice_flow(int side) {
 
 void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {
   io_uring_sqe* s = loop_.sqe(this, tag);
-  io_uring_prep_poll_add(s, fd(side), mask);
+  io_uring_prep_poll_add(s, -1, mask);
+  aim(s, side);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
   set_in_flight(tag);
 }
@@ -241,7 +313,8 @@ void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {
 void RelayConnection::submit_send(int side, const uint8_t* data, uint32_t len, bool more) {
   unsigned tag = send_tag(side);
   io_uring_sqe* s = loop_.sqe(this, tag);
-  io_uring_prep_send(s, fd(side), data, len, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+  io_uring_prep_send(s, -1, data, len, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+  aim(s, side);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
   set_in_flight(tag);
 }
@@ -277,6 +350,16 @@ void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
     case kConnect:
       if (phase_ == Phase::closing) return maybe_release();
       return on_connected(res);
+    case kSocket:
+      if (res < 0) {
+        if (is_out_of_resources(-res)) obs_.on_out_of_resources(-res);
+        if (hs_) hs_->socket_error = -res;
+      }
+      return maybe_release();
+    case kInstall:
+      if (res >= 0) up_fd_ = res;
+      return maybe_release();
+    case kShutdown: return maybe_release();
     default: return;
   }
 }
@@ -413,30 +496,19 @@ void RelayConnection::on_send(int side, int32_t res) {
   else pump_to_guest();
 }
 
-// A SOCKS request is a few hundred bytes on a socket whose send buffer is empty: a
-// direct non-blocking send() nearly always takes it whole, with no buffer held and
-// no extra completion. What it does not take is staged in a pool buffer.
+// A SOCKS message goes out like relayed bytes, by a send SQE from a pool buffer: the
+// upstream socket may have no fd to send() on.
 bool RelayConnection::send_socks_request() {
-  uint8_t buf[Socks5Client::kMaxOutput];
-  size_t n = hs_->socks.write_output(buf);
-  hs_->socks.take_output();
-  ssize_t w = ::send(up_fd_, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-    dial_failed(errno_text("endpoint send", errno));
-    return false;
-  }
-  size_t sent = w > 0 ? static_cast<size_t>(w) : 0;
-  if (sent == n) return true;
   Flow& f = flow_[kGuest];
   f.pooled = loop_.pool().take();
   if (f.pooled == nullptr) {
     dial_failed("out of memory");
     return false;
   }
-  std::memcpy(f.pooled, buf + sent, n - sent);
   f.data = f.pooled;
   f.off = 0;
-  f.len = static_cast<uint32_t>(n - sent);
+  f.len = static_cast<uint32_t>(hs_->socks.write_output(f.pooled));
+  hs_->socks.take_output();
   return true;
 }
 
@@ -460,7 +532,7 @@ void RelayConnection::pump_to_up() {
   if (phase_ != Phase::relaying) return;
   if (f.eof) {
     if (!f.shut) {
-      ::shutdown(up_fd_, SHUT_WR);
+      shutdown_up();
       f.shut = true;
     }
     return maybe_finish();
@@ -583,6 +655,7 @@ void RelayConnection::dial_failed(const std::string& reason) {
 void RelayConnection::close(bool reset) {
   if (phase_ == Phase::closing) return;
   phase_ = Phase::closing;
+  reset_ = reset;
   if (reset) {
     set_reset_on_close(guest_fd_);
     set_reset_on_close(up_fd_);

@@ -90,7 +90,13 @@ class RelayConnection final : private uring::Completion,
  private:
   enum class Phase : uint8_t { idle, resolving, connecting, tls_handshake, socks, relaying, closing };
   enum Side : int { kGuest = 0, kUp = 1 };
-  enum Tag : unsigned { kGuestRecv = 0, kGuestSend = 1, kUpRecv = 2, kUpSend = 3, kConnect = 4, kResolve = 5 };
+  enum Tag : unsigned {
+    kGuestRecv = 0, kGuestSend = 1, kUpRecv = 2, kUpSend = 3, kConnect = 4,
+    kShutdown = 5,  // FIN to the endpoint on a slot (runs in an io-wq worker)
+    kSocket = 6,    // the upstream socket opened into a slot
+    kInstall = 7,   // a plain fd for the slot's socket (splice needs one)
+    kResolve = 8,   // in flight only: the resolver calls back, not a CQE
+  };
   struct Flow {  // bytes read from one side, waiting to be sent to the other
     uint8_t* data = nullptr;
     uint32_t off = 0;
@@ -110,16 +116,23 @@ class RelayConnection final : private uring::Completion,
 
   static unsigned recv_tag(int side) { return side == kGuest ? kGuestRecv : kUpRecv; }
   static unsigned send_tag(int side) { return side == kGuest ? kGuestSend : kUpSend; }
+  // The plain fd of a side (-1: the upstream socket has only its slot so far).
   int fd(int side) const { return side == kGuest ? guest_fd_ : up_fd_; }
+  // Points an SQE at a side: the upstream socket by its slot when it has one.
+  void aim(io_uring_sqe* s, int side) const;
   bool in_flight(unsigned tag) const { return (inflight_ >> tag) & 1u; }
-  void set_in_flight(unsigned tag) { inflight_ |= static_cast<uint8_t>(1u << tag); }
-  void clear_in_flight(unsigned tag) { inflight_ &= static_cast<uint8_t>(~(1u << tag)); }
+  void set_in_flight(unsigned tag) { inflight_ |= static_cast<uint16_t>(1u << tag); }
+  void clear_in_flight(unsigned tag) { inflight_ &= static_cast<uint16_t>(~(1u << tag)); }
 
   void complete(unsigned tag, int32_t res, uint32_t flags) override;
   void on_timer(uring::Timer& t) override;
   void on_buffer_available() override;
 
   void connect_next();
+  bool open_upstream();
+  void shutdown_up();
+  void close_upstream(bool reset);
+  void ask_plain_fd();
   void on_connected(int32_t res);
   void begin_socks();
   bool socks_output_into_tls();
@@ -158,11 +171,14 @@ class RelayConnection final : private uring::Completion,
   uint64_t drain_deadline_ = 0;
   uint64_t last_activity_ = 0;
   int guest_fd_;
-  int up_fd_ = -1;
+  int up_fd_ = -1;    // plain fd of the upstream socket (with a slot: installed for splice)
+  int up_slot_ = -1;  // its direct-descriptor slot in loop_.slots()
   Phase phase_ = Phase::idle;
-  uint8_t inflight_ = 0;
+  uint16_t inflight_ = 0;
   bool closed_notified_ = false;
   bool nonblocking_ = false;
+  bool reset_ = false;         // closing with an RST
+  bool asked_plain_fd_ = false;
 };
 
 }  // namespace kib::relay

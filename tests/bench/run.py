@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # ring_slots
 
 from benchlib import kibotos, measure, peers, readme, report  # noqa: E402
 from benchlib import lab as L  # noqa: E402
@@ -222,7 +223,9 @@ class Bench:
         pids = [relay_pid] if relay_pid else None
         fams = self.args.families
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
-            self.measure_memory(relay_pid, warm_up=True)
+            n = self.p["hold_n_peers"] if entry["kind"] == "peer" else self.p["hold_n"]
+            entry["hold_n"] = n
+            self.measure_memory(relay_pid, n, warm_up=True)
         if "tput" in fams:
             self.measure_throughput(pids)
         if "conns" in fams:
@@ -237,7 +240,7 @@ class Bench:
     def add(self, key, value):
         self.fig.setdefault(key, []).append(value)
 
-    def measure_memory(self, relay_pid, warm_up):
+    def measure_memory(self, relay_pid, n, warm_up):
         p = self.p
         rss_fresh = peers.rss_kib(relay_pid) if relay_pid else None
         # One unmeasured hold in each mode's first run: dante forks helper processes as
@@ -245,9 +248,9 @@ class Bench:
         # SOCKS server's growth.
         if warm_up:
             self.check_time()
-            measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90)
+            measure.hold(self.lab, self.tools, n, relay_pid, max_seconds=90)
         self.check_time()
-        r = measure.hold(self.lab, self.tools, p["hold_n"], relay_pid, max_seconds=90, rss_base=rss_fresh)
+        r = measure.hold(self.lab, self.tools, n, relay_pid, max_seconds=90, rss_base=rss_fresh)
         self.raw.setdefault("hold", []).append(r)
         for k in ("sys_kib_per_conn", "sys_net_kib_per_conn", "lab_kib_per_conn"):
             self.add(k, r[k])
@@ -513,19 +516,23 @@ def main(argv=None):
         prof["hold_n"] = args.hold
     out = args.out or (os.path.join(SOURCE_ROOT, "docs", "bench") if args.profile == "full"
                        else tempfile.mkdtemp(prefix="kibotos-bench-out-"))
-    # N relayed connections need 2N fds in the relay and in the SOCKS server. Raise the
-    # soft limit to the hard one; raising the hard one needs CAP_SYS_RESOURCE, which a
-    # container may not grant (then N is capped to fit, and the README says so).
+    # N relayed connections need 2N fds in a peer relay, N in kibotos (its upstream
+    # sockets are io_uring direct descriptors, not fds), and N in the servers. Raise
+    # the soft limit to the hard one; raising the hard one needs CAP_SYS_RESOURCE,
+    # which a container may not grant (then N is capped to fit, and the README says so).
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))
     except (ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    fit = (nofile - 1000) // 2 // 500 * 500
+    fit = (nofile - 1000) // 500 * 500
     if fit < prof["hold_n"]:
         log(f"RLIMIT_NOFILE hard limit {nofile}: holding {fit} idle connections, not {prof['hold_n']}")
         prof["hold_n_wanted"], prof["hold_n"] = prof["hold_n"], fit
+    prof["hold_n_peers"] = min(prof["hold_n"], (nofile - 1000) // 2 // 500 * 500)
+    if prof["hold_n_peers"] < prof["hold_n"]:
+        log(f"RLIMIT_NOFILE hard limit {nofile}: the peer relays hold {prof['hold_n_peers']}")
     prof["nofile"] = nofile
 
     def on_signal(signum, _frame):

@@ -98,7 +98,7 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     rss0 = peers.rss_kib(relay_pid) if relay_pid else None
     if relay_pid and rss_base is not None:
         rss0 = rss_base
-    fds0 = peers.fd_count(relay_pid) if relay_pid else None
+    fds0 = peers.handle_count(relay_pid) if relay_pid else None
     m0 = peers.settled_meminfo()
     kern0, avail0, slab0 = peers.kernel_kib(m0), peers.mem_available_kib(m0), m0["Slab"]
     own0 = peers.own_kernel_kib(relay_pid) if relay_pid else 0
@@ -118,7 +118,7 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
         tcp1 = peers.tcp_mem_kib()
         others1 = peers.lab_pss_kib(lab, exclude=relay_pid)
         rss1 = peers.rss_kib(relay_pid) if relay_pid else None
-        fds1 = peers.fd_count(relay_pid) if relay_pid else None
+        fds1 = peers.handle_count(relay_pid) if relay_pid else None
         p.stdin.write("close\n")
         p.stdin.flush()
         p.stdout.readline()
@@ -129,7 +129,7 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     if relay_pid:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            fds_after = peers.fd_count(relay_pid)
+            fds_after = peers.handle_count(relay_pid)
             if fds_after <= fds0:
                 break
             time.sleep(0.1)

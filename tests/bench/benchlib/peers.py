@@ -4,6 +4,8 @@ import resource
 import subprocess
 import time
 
+import ring_slots  # tests/integration, on the path run.py sets
+
 from . import lab as L
 
 SOCKS_PORTS = {"dante": 1080, "microsocks": 1081}
@@ -43,8 +45,9 @@ def rss_kib(pid):
     return int(proc_status(pid).get("VmRSS", [0])[0])
 
 
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def handle_count(pid):
+    """The relay's fds plus the direct descriptors its io_uring rings hold."""
+    return len(os.listdir(f"/proc/{pid}/fd")) + ring_slots.in_use(pid)
 
 
 def meminfo():

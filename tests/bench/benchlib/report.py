@@ -29,7 +29,7 @@ METRICS = {
     "lab_kib_per_conn": ("relay RSS, page tables and stacks + kernel slab per idle connection", "KiB", "low",
                          "memory", "lab_kib_per_conn"),
     "hold_errors": ("idle connections not established", "count", "low", "memory", None),
-    "fd_leak": ("relay fds left after closing them all", "count", "low", "memory", None),
+    "fd_leak": ("relay fds and direct descriptors left after closing them all", "count", "low", "memory", None),
     "dns_direct_qps": ("DNS qps, guest straight to the resolver", "q/s", "high", "dns", None),
     "dns_direct_p99_us": ("DNS p99, guest straight to the resolver", "µs", "low", "dns", None),
     "dns_udp_qps": ("DNS qps, udp Resolver via UDP ASSOCIATE", "q/s", "high", "dns", "dns_direct_qps"),

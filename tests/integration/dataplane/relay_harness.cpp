@@ -9,6 +9,8 @@
 //   counts             -> "active N draining M"
 // Every command answers one line: "ok", "error: ...", or its output.
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <iostream>
 #include <sstream>
@@ -83,6 +85,8 @@ std::string status_cmd(Runtime& rt, std::istringstream& in) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // stdout carries the command protocol; the data plane's log goes to stderr.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("relay_harness"));
   Config cfg;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -92,6 +96,7 @@ int main(int argc, char** argv) {
     else if (k == "--idle") cfg.dataplane.idle_timeout = std::chrono::seconds(std::stoul(v));
     else if (k == "--handshake-timeout") cfg.dataplane.handshake_timeout = std::chrono::seconds(std::stoul(v));
     else if (k == "--max-connections") cfg.dataplane.max_connections = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--direct-descriptors") cfg.dataplane.direct_descriptors = v == "true";
     else if (k == "--max-per-workspace")
       cfg.dataplane.max_connections_per_workspace = static_cast<uint32_t>(std::stoul(v));
     else {

@@ -19,13 +19,15 @@ def lab():
         yield lab
 
 
-@pytest.fixture
-def env(lab):
-    """A workspace, the bulk server in inet, and the harness; no Egress yet."""
+@pytest.fixture(params=["direct-descriptors", "plain-fds"])
+def env(lab, request):
+    """A workspace, the bulk server in inet, and the harness; no Egress yet. Every
+    test runs twice: upstream sockets as io_uring direct descriptors (where this
+    kernel has them), and as plain fds (older kernels, or when slots run out)."""
     ws = lab.add_workspace()
     dst = lab.internet_v4(10)
     dp.start_bulk_server(lab, dst, PORT)
-    h = dp.Harness(lab)
+    h = dp.Harness(lab, "--direct-descriptors", str(request.param == "direct-descriptors").lower())
     return lab, ws, h, dst
 
 

@@ -2,7 +2,6 @@
 # fixtures here too (as api/conftest.py does), and make e2e_env importable.
 import os
 import sys
-import types
 
 import pytest
 
@@ -28,12 +27,9 @@ def env(lab, agent_factory):
     port 1080 and a running agent; no Egress or Workspace yet. The agent is stopped
     before the lab is removed (fixture teardown runs in reverse), and must exit
     cleanly with no sanitizer report in its log."""
-    ws = lab.add_workspace()
-    e2e.start_destinations(lab)
-    e2e.dp.start_dante(lab, 1080)
-    agent = agent_factory(config=e2e.agent_config(lab))
-    yield types.SimpleNamespace(lab=lab, ws=ws, agent=agent, socks=f"{lab.socks_v4}:1080")
-    e2e.assert_clean_exit(agent)
+    env = e2e.make_env(lab, agent_factory)
+    yield env
+    e2e.assert_clean_exit(env.agent)
 
 
 @pytest.fixture

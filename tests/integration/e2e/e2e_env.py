@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -36,6 +37,19 @@ def agent_config(lab):
             f"10.200.{x}.0/24", f"10.201.{x}.0/24", f"10.202.{x}.0/24", f"10.203.{x}.0/24",
             f"10.204.{x}.0/24", f"fd00:202:{x:x}::/64", f"fd00:204:{x:x}::/64"]},
     }
+
+
+def make_env(lab, agent_factory, dataplane=None):
+    """The `env` fixture's lab: a guest/ws pair, the two destinations, dante on port
+    1080 and an agent (with `dataplane` config keys, if any)."""
+    ws = lab.add_workspace()
+    start_destinations(lab)
+    dp.start_dante(lab, 1080)
+    config = agent_config(lab)
+    if dataplane:
+        config["dataplane"] = dataplane
+    agent = agent_factory(config=config)
+    return types.SimpleNamespace(lab=lab, ws=ws, agent=agent, socks=f"{lab.socks_v4}:1080")
 
 
 def covered(lab):

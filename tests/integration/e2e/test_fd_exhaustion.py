@@ -14,7 +14,8 @@ if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables, prlimit)", allow_module_level=True)
 
 PAUSE_LOG = "accepting paused"
-HOLDERS = 40
+HOLDERS = 80
+ROOM = 40  # fds the agent may open beyond those it has before the Workspace is attached
 
 HOLD_CODE = """
 import socket, sys, time
@@ -35,30 +36,28 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def set_soft_nofile(pid, limit):
-    # Only the soft limit: raising a hard limit back needs CAP_SYS_RESOURCE.
-    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:"], check=True)
-
-
-def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(attached):
-    env = attached
-    lab, ws, agent = env.lab, env.ws, env.agent
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-descriptors", "plain-fds"])
+def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(lab, agent_factory, direct):
+    env = e2e.make_env(lab, agent_factory, {"direct_descriptors": direct})
+    ws, agent = env.ws, env.agent
     pid = agent.proc.pid
+    # The agent at its limit, as when a host's LimitNOFILE is reached: the hard limit
+    # (lowering it needs no CAP_SYS_RESOURCE) set before the Workspace's listeners are
+    # armed, since a multishot accept keeps the limit it was armed under. Room for a
+    # few relayed connections (one or two fds each: the upstream socket may be a
+    # direct descriptor), not for HOLDERS of them.
+    limit = open_fds(pid) + ROOM
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"], check=True)
+    env.egress, env.workspace = e2e.attach(env)
+    env.workspace_id = e2e.field(env.workspace, "workspace_id")
     assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
-    soft = subprocess.run(["prlimit", f"--pid={pid}", "--nofile", "--raw", "--noheadings", "--output=SOFT"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    # Room for a few relayed connections (two fds each), not for HOLDERS of them.
-    set_soft_nofile(pid, open_fds(pid) + 8)
-    try:
-        holder = lab.popen(ws.guest, e2e.dp.PYTHON, "-c", HOLD_CODE, e2e.covered(lab), e2e.PORT, HOLDERS,
-                           stdin=subprocess.PIPE, text=True)
-        assert holder.stdout.readline().split()[0] == "HOLDING"
-        e2e.labmod.wait_for(lambda: PAUSE_LOG in agent.log(), timeout=20, what="the accept-pause warning")
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        holder.wait(timeout=10)
-    finally:
-        set_soft_nofile(pid, soft)
+    holder = lab.popen(ws.guest, e2e.dp.PYTHON, "-c", HOLD_CODE, e2e.covered(lab), e2e.PORT, HOLDERS,
+                       stdin=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().split()[0] == "HOLDING"
+    e2e.labmod.wait_for(lambda: PAUSE_LOG in agent.log(), timeout=20, what="the accept-pause warning")
+    holder.stdin.write("\n")
+    holder.stdin.flush()
+    holder.wait(timeout=10)
     assert agent.alive()
     # Descriptors are back: a new guest connection is relayed through the Egress again,
     # and the API answers.
@@ -66,3 +65,5 @@ def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(attached):
     e2e.labmod.wait_for(lambda: e2e.peer(lab, ws, e2e.covered(lab), timeout=10) == lab.socks_inet_v4,
                         timeout=30, what="relaying to resume")
     assert agent.log().count(PAUSE_LOG) == 1, "the pause is logged once, not once per retry"
+    assert ("direct descriptors (" in agent.log()) == direct
+    e2e.assert_clean_exit(agent)
