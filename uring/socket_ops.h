@@ -25,7 +25,7 @@ inline void prep_setsockopt_direct(io_uring_sqe* s, int slot, int level, int nam
 }
 
 // A plain, O_CLOEXEC fd for the socket in `slot` (the CQE's res), for the calls that
-// io_uring has no operation for (splice between two sockets, getsockname).
+// take an fd (splice(2) between two sockets).
 inline void prep_fixed_fd_install(io_uring_sqe* s, int slot) {
   io_uring_prep_rw(kOpFixedFdInstall, s, slot, nullptr, 0, 0);
   s->flags |= IOSQE_FIXED_FILE;

@@ -33,8 +33,9 @@ void log_accept_pause_once(int err) {
                err == EMFILE || err == ENFILE ? "file descriptors" : "memory", std::strerror(err), kAcceptPauseMs);
 }
 
-// Whether one more relayed connection fits: its guest and upstream sockets. A socket
-// (not a dup) also finds a full system file table (ENFILE).
+// Whether one more relayed connection fits: its guest and upstream sockets (two fds
+// when the upstream one is not a direct descriptor). A socket (not a dup) also finds
+// a full system file table (ENFILE).
 bool room_for_a_connection() {
   int a = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int b = a >= 0 ? ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;

@@ -84,7 +84,6 @@ void RelayConnection::aim(io_uring_sqe* s, int side) const {
   }
 }
 
-
 void RelayConnection::start(const SocketAddress& original_dst) {
   hs_ = std::make_unique<Handshake>(target_->credentials, &original_dst.sa);
   last_activity_ = loop_.now_ms();

@@ -223,7 +223,10 @@ class Bench:
         pids = [relay_pid] if relay_pid else None
         fams = self.args.families
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
-            n = self.p["hold_n_peers"] if entry["kind"] == "peer" else self.p["hold_n"]
+            # Behind TLS, stunnel (in front of the SOCKS server) is one process with 2
+            # fds per connection: it caps that mode like the peers.
+            two_fd = entry["kind"] in ("peer", "kibotos-tls")
+            n = self.p["hold_n_peers"] if two_fd else self.p["hold_n"]
             entry["hold_n"] = n
             self.measure_memory(relay_pid, n, warm_up=True)
         if "tput" in fams:

@@ -224,13 +224,15 @@ def notes_section(results):
             "to raise it.")
     if m.get("hold_n_peers", m["hold_n"]) < m["hold_n"]:
         lines.append(
-            f"- The peer relays held {m['hold_n_peers']} idle connections, kibotos {m['hold_n']}: "
+            f"- The peer relays and kibotos behind TLS held {m['hold_n_peers']} idle connections, "
+            f"kibotos plain SOCKS5 {m['hold_n']}: "
             f"this machine's RLIMIT_NOFILE hard limit is {m['nofile']} and the session lacks "
             "CAP_SYS_RESOURCE to raise it. A peer needs 2 fds per relayed connection (redsocks' "
             "splice mode 6: it adds two pipes), so at most about (limit − 1,000) / 2 fit in one "
             "process. kibotos needs 1: each upstream socket is an io_uring direct descriptor, a "
-            "slot in its loop's ring that RLIMIT_NOFILE bounds apart from the fd table. The "
-            "per-connection figures divide by each relay's own count.")
+            "slot in its loop's ring that RLIMIT_NOFILE bounds apart from the fd table. The TLS "
+            "mode is capped by stunnel, one process with 2 fds per connection in front of the "
+            "SOCKS server. The per-connection figures divide by each mode's own count.")
     harnessed = [v for v in results["modes"].values() if v.get("driver") == "harness"]
     if harnessed:
         lines.append(
