@@ -38,9 +38,10 @@ Result<std::unique_ptr<Loop>> Loop::create(const LoopOptions& opts) {
   auto br = BufferRing::create(&l->ring_, 0, opts.buffer_count, opts.buffer_size, opts.buffers_posted);
   if (!br.ok()) return std::move(br).error();
   l->buffers_ = std::move(br.value());
-  auto slots = FileSlots::register_on(&l->ring_, opts.file_slots);
-  if (!slots.ok()) return std::move(slots).error();
-  l->slots_ = std::move(slots.value());
+  // Slots only spare fds: a table the kernel refuses (a lowered RLIMIT_NOFILE, kernel
+  // memory) leaves the loop on plain fds, as on a kernel without direct descriptors.
+  if (auto slots = FileSlots::register_on(&l->ring_, opts.file_slots); slots.ok())
+    l->slots_ = std::move(slots.value());
   l->arm_wakeup();
   return l;
 }

@@ -30,7 +30,7 @@ struct LoopOptions {
   uint32_t buffer_size = 65536;
   uint32_t buffers_posted = 32;
   // Direct-descriptor slots (FileSlots) for sockets the loop opens itself; 0: plain
-  // fds only. At most RLIMIT_NOFILE's soft limit.
+  // fds only. At most RLIMIT_NOFILE's soft limit (else the loop gets none).
   uint32_t file_slots = 0;
 };
 

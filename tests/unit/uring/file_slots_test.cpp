@@ -3,6 +3,7 @@
 // once holds the new socket).
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,6 +103,14 @@ TEST_CASE("a loop without slots hands none out") {
   auto l = loop_with_slots(0);
   CHECK(l->slots().take() == -1);
   CHECK(l->slots().in_use() == 0);
+}
+
+TEST_CASE("a slot table the kernel refuses leaves the loop on plain fds, not failed") {
+  rlimit rl{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+  auto l = loop_with_slots(static_cast<uint32_t>(rl.rlim_cur) + 1);  // above the limit: EMFILE
+  CHECK(l->slots().capacity() == 0);
+  CHECK(l->slots().take() == -1);
 }
 
 TEST_CASE("close_slot sends FIN, or RST when resetting, and frees the slot for the next socket at once") {
