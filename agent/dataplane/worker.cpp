@@ -128,6 +128,9 @@ Status Worker::start() {
       return;
     }
     loop_ = std::move(l.value());
+    if (loop_->slots().capacity() < opts_.loop.file_slots)
+      spdlog::warn("data plane loop {}: the kernel refused its {} direct-descriptor slots; its upstream "
+                   "sockets use plain fds", index_, opts_.loop.file_slots);
     auto r = LoopResolver::create(*loop_, opts_.resolver);
     if (!r.ok()) {
       loop_.reset();

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # ring_slots
+sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # proc_handles
 
 from benchlib import kibotos, measure, peers, readme, report  # noqa: E402
 from benchlib import lab as L  # noqa: E402

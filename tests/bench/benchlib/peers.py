@@ -4,7 +4,7 @@ import resource
 import subprocess
 import time
 
-import ring_slots  # tests/integration, on the path run.py sets
+import proc_handles  # tests/integration, on the path run.py sets
 
 from . import lab as L
 
@@ -47,7 +47,7 @@ def rss_kib(pid):
 
 def handle_count(pid):
     """The relay's fds plus the direct descriptors its io_uring rings hold."""
-    return len(os.listdir(f"/proc/{pid}/fd")) + ring_slots.in_use(pid)
+    return proc_handles.open_fds(pid) + proc_handles.ring_slots(pid)
 
 
 def meminfo():

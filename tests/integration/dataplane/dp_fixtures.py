@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lab as labmod  # noqa: E402
 from stdin_harness import StdinHarness  # noqa: E402
 from dante_process import popen_danted  # noqa: E402
-import ring_slots  # noqa: E402
+import proc_handles  # noqa: E402
 
 BUILD = os.environ.get("KIBOTOS_BUILD_ROOT", "")
 HARNESS = os.path.join(BUILD, "tests/integration/dataplane/relay_harness")
@@ -34,10 +34,10 @@ class Harness(StdinHarness):
         return {}
 
     def open_fds(self):
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+        return proc_handles.open_fds(self.proc.pid)
 
     def slots_in_use(self):
-        return ring_slots.in_use(self.proc.pid)
+        return proc_handles.ring_slots(self.proc.pid)
 
 
 def dante_conf(lab, port, auth=False, internal=None):

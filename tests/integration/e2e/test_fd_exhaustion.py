@@ -9,6 +9,7 @@ import time
 import pytest
 
 import e2e_env as e2e
+import proc_handles
 
 if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables, prlimit)", allow_module_level=True)
@@ -32,10 +33,6 @@ sys.stdin.readline()
 """
 
 
-def open_fds(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 @pytest.mark.parametrize("direct", [True, False], ids=["direct-descriptors", "plain-fds"])
 def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(lab, agent_factory, direct):
     env = e2e.make_env(lab, agent_factory, {"direct_descriptors": direct})
@@ -46,7 +43,7 @@ def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(lab, agent_fa
     # armed, since a multishot accept keeps the limit it was armed under. Room for a
     # few relayed connections (one or two fds each: the upstream socket may be a
     # direct descriptor), not for HOLDERS of them.
-    limit = open_fds(pid) + ROOM
+    limit = proc_handles.open_fds(pid) + ROOM
     subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"], check=True)
     env.egress, env.workspace = e2e.attach(env)
     env.workspace_id = e2e.field(env.workspace, "workspace_id")

@@ -1,10 +1,15 @@
-"""Direct descriptors a process holds: io_uring fixed files are not fds, so
-/proc/PID/fd does not show them. Shared by the data-plane tests and the bench."""
+"""What a process holds: its fds, and its direct descriptors (io_uring fixed
+files are not fds, so /proc/PID/fd does not show them). Shared by the data-plane
+tests and the bench."""
 import os
 import time
 
 
-def in_use(pid):
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def ring_slots(pid):
     """Direct descriptors (io_uring fixed files) that pid's rings hold: the kernel
     lists each used slot as "N: path" after UserFiles in the ring's fdinfo. It
     prints that part only when it gets the ring's lock at once, so a busy ring's
