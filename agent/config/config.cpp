@@ -237,7 +237,7 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
   const std::string p = "dataplane";
   KIB_TRY(check_map(n, p, {"threads", "max_connections", "max_connections_per_workspace", "connect_timeout",
                            "handshake_timeout", "idle_timeout", "guest_congestion_control",
-                           "direct_descriptors"}));
+                           "direct_descriptors", "splice_coalesce_us"}));
   KIB_TRY(with_scalar(n, p, "threads", [&](const std::string& s) { return parse_uint_into(s, 0, 1024, d.threads); }));
   KIB_TRY(with_scalar(n, p, "max_connections",
                       [&](const std::string& s) { return parse_uint_into(s, 1, 10000000, d.max_connections); }));
@@ -250,6 +250,8 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
                       [&](const std::string& s) { return parse_seconds_into(s, d.handshake_timeout); }));
   KIB_TRY(with_scalar(n, p, "idle_timeout",
                       [&](const std::string& s) { return parse_seconds_into(s, d.idle_timeout); }));
+  KIB_TRY(with_scalar(n, p, "splice_coalesce_us",
+                      [&](const std::string& s) { return parse_uint_into(s, 0, 100000, d.splice_coalesce_us); }));
   KIB_TRY(with_scalar(n, p, "direct_descriptors", [&](const std::string& s) -> Status {
     if (s != "true" && s != "false") return Error{Code::invalid_argument, "must be true or false"};
     d.direct_descriptors = s == "true";

@@ -292,6 +292,10 @@ void RelayConnection::splice_flow(int side) {
   if (moved > 0) last_activity_ = loop_.now_ms();
   switch (step) {
     case SplicePipe::Step::src_empty:
+      // Bytes came and the source is dry: it is slower than the relay, so let the
+      // next ones gather before the next wake-up. Nothing came: wait for it.
+      if (moved > 0 && coalescing()) return arm_coalesce(side);
+      return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::yielded: return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::dst_full:
       f.out_poll = true;
@@ -299,6 +303,16 @@ void RelayConnection::splice_flow(int side) {
     case SplicePipe::Step::eof: return handle_eof(side);
     case SplicePipe::Step::error: return close(true);
   }
+}
+
+// A timeout in place of the POLLIN wait: see RelayTimeouts::splice_coalesce. Its
+// -ETIME completion reads as "readable": the flow pumps whatever arrived meanwhile.
+void RelayConnection::arm_coalesce(int side) {
+  io_uring_sqe* s = loop_.sqe(this, recv_tag(side));
+  // liburing's prototype is not const; the kernel only reads the timespec.
+  io_uring_prep_timeout(s, const_cast<__kernel_timespec*>(&timeouts_.splice_coalesce), 0, 0);
+  io_uring_sqe_set_data64(s, uring::encode_user_data(this, recv_tag(side)));
+  set_in_flight(recv_tag(side));
 }
 
 void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {
@@ -334,7 +348,7 @@ void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
   // destination (the destination's send tag).
   auto splice_ready = [&](int side) {
     if (phase_ == Phase::closing) return maybe_release();
-    if (res < 0) return close(true);
+    if (res < 0 && res != -ETIME) return close(true);  // -ETIME: a coalescing wait ended
     splice_flow(side);
   };
   switch (tag) {

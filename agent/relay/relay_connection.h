@@ -45,6 +45,14 @@ struct RelayTimeouts {
   uint64_t connect_ms = 10000;
   uint64_t handshake_ms = 10000;
   uint64_t idle_ms = 3600000;
+  // How long a splicing flow whose source ran dry lets bytes gather before it reads
+  // again (zero: it waits for readability, a wake-up per burst the sender makes).
+  // A sender slower than the relay (the usual case downstream of a SOCKS server)
+  // otherwise wakes the loop for every small burst, and each wake-up costs syscalls
+  // and a fight for the socket lock with the softirq delivering the next burst.
+  // Only bytes that arrive within this time of the previous read wait, at most this
+  // long; a flow that stays dry for one period waits for readability again.
+  __kernel_timespec splice_coalesce{0, 500'000};
 };
 
 union SocketAddress {
@@ -150,6 +158,8 @@ class RelayConnection final : private uring::Completion,
   void arm_recv(int side);
   void maybe_start_splice(int side, uint32_t received);
   void splice_flow(int side);
+  bool coalescing() const { return timeouts_.splice_coalesce.tv_sec != 0 || timeouts_.splice_coalesce.tv_nsec != 0; }
+  void arm_coalesce(int side);
   void arm_poll(int side, unsigned tag, unsigned mask);
   void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
   void release_flow_buffer(Flow& f);

@@ -10,6 +10,9 @@ Each connection sends one command line:
   PEER          the server answers the client's address.
   BURST <n>     n writes of 10 bytes back to back, then the connection stays open
                 (no FIN) until the client closes it.
+  LATE <n> <ms> 4 MiB of the pattern, then n markers, each the CLOCK_MONOTONIC time
+                it was sent at ("M%017.6f\n"): the first 5 ms after the bulk, the
+                others <ms> apart; then the server closes.
   PAIRS <n>     n rounds of: send b"a", wait 2 ms, send b"b", read the client's b"k".
                 Small writes with no reply in between: a hop that delays the second
                 until the first is acknowledged (Nagle against a delayed ACK) shows.
@@ -68,6 +71,13 @@ def handle(c, addr):
                 c.sendall(b"b")
                 if f.read(1) != b"k":
                     break
+        elif line[0] == "LATE":
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for i in range(4):
+                c.sendall(block(i))
+            for i in range(int(line[1])):
+                time.sleep(0.005 if i == 0 else int(line[2]) / 1000)
+                c.sendall(b"M%017.6f\n" % time.monotonic())
         elif line[0] == "PEER":
             c.sendall(("PEER " + addr[0] + "\n").encode())
     except OSError:

@@ -9,6 +9,8 @@ result line; exit status 0 when the exchange went as the command expects.
   many ADDR PORT N        hold N connections open at once, each answered "HELD"
   burst ADDR PORT N       N small writes back to back, no FIN after them: all must
                           arrive within 2 s (nothing left corked in the relay)
+  late ADDR PORT N        4 MiB, then N time-stamped markers (the server's LATE N
+                          500); print how long each took to arrive, in ms
   pairs ADDR PORT N       N rounds of two small server writes 2 ms apart; print the
                           median gap between their arrivals and the median round
                           (the reply to the second write, then both arriving), in ms
@@ -18,7 +20,7 @@ import socket
 import sys
 import time
 
-from bulk_stream import block
+from bulk_stream import MIB, block
 
 
 def connect(addr, port, timeout=30):
@@ -165,11 +167,29 @@ def pairs(addr, port, n):
     return True
 
 
+def late(addr, port, n):
+    s = connect(addr, port)
+    s.sendall(f"LATE {n} 500\n".encode())
+    f = s.makefile("rb")
+    if len(f.read(4 * MIB)) != 4 * MIB:
+        print("SHORT")
+        return False
+    took = []
+    for _ in range(n):
+        marker = f.readline()
+        if not marker.startswith(b"M"):
+            print("SHORT")
+            return False
+        took.append(1000 * (time.monotonic() - float(marker[1:])))
+    print("LATE " + " ".join(f"{t:.1f}" for t in took))
+    return True
+
+
 def main():
     cmd, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     arg = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     fn = {"up": up, "down": down, "peer": peer, "tick": tick, "many": many,
-          "pairs": pairs, "burst": burst, "expect-reset": expect_reset}[cmd]
+          "pairs": pairs, "burst": burst, "late": late, "expect-reset": expect_reset}[cmd]
     ok = fn(addr, port, arg) if cmd not in ("expect-reset", "peer") else fn(addr, port)
     sys.exit(0 if ok else 1)
 

@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
     else if (k == "--handshake-timeout") cfg.dataplane.handshake_timeout = std::chrono::seconds(std::stoul(v));
     else if (k == "--max-connections") cfg.dataplane.max_connections = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--direct-descriptors") cfg.dataplane.direct_descriptors = v == "true";
+    else if (k == "--splice-coalesce-us") cfg.dataplane.splice_coalesce_us = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--max-per-workspace")
       cfg.dataplane.max_connections_per_workspace = static_cast<uint32_t>(std::stoul(v));
     else {

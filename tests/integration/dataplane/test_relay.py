@@ -150,6 +150,30 @@ def test_small_writes_are_not_held_for_the_guests_delayed_ack(through_dante):
     assert float(round_ms) < 100, line
 
 
+@pytest.mark.parametrize("coalesce_ms", [200, 0])
+def test_a_bulk_flow_coalesces_reads_only_right_after_a_burst(lab, coalesce_ms):
+    """dataplane.splice_coalesce_us: once bytes flow by splice, a read that empties the
+    source waits that long before the next one. A marker the server sends 5 ms after
+    4 MiB arrives only when that wait ends (~195 ms); markers sent 500 ms apart find
+    the flow dry-then-waiting for readability, and arrive at once. Off (0), every
+    marker arrives at once."""
+    ws = lab.add_workspace()
+    dst = lab.internet_v4(10)
+    dp.start_bulk_server(lab, dst, PORT)
+    dp.start_dante(lab)
+    h = dp.Harness(lab, "--splice-coalesce-us", str(coalesce_ms * 1000))
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "late", dst, PORT, 4)
+    assert ok, line
+    first, *rest = (float(x) for x in line.split()[1:])
+    if coalesce_ms:
+        assert first > 120, line
+    else:
+        assert first < 120, line
+    assert all(t < 120 for t in rest), line
+
+
 def test_bytes_queued_behind_a_send_are_never_left_corked(through_dante):
     """The relay sends with MSG_MORE when the source has more queued; the bytes must
     all arrive at once when the source then goes quiet without a FIN (~2 ms here; a

@@ -42,6 +42,7 @@ TEST_CASE("an empty config file gives every embedded default") {
   CHECK(c.dataplane.threads == 0);
   CHECK(c.dataplane.guest_congestion_control == "cubic");
   CHECK(c.dataplane.direct_descriptors);
+  CHECK(c.dataplane.splice_coalesce_us == 500);
   CHECK(c.dns.max_in_flight == 4096);
   CHECK(c.dns.query_timeout == std::chrono::seconds(2));
   CHECK(c.dns.reply_sockets == 256);
@@ -87,6 +88,7 @@ dataplane:
   idle_timeout: 1h
   guest_congestion_control: reno
   direct_descriptors: false
+  splice_coalesce_us: 0
 dns:
   max_in_flight: 100
   query_timeout: 750ms
@@ -122,6 +124,7 @@ dns:
   CHECK(c.dataplane.idle_timeout == std::chrono::hours(1));
   CHECK(c.dataplane.guest_congestion_control == "reno");
   CHECK_FALSE(c.dataplane.direct_descriptors);
+  CHECK(c.dataplane.splice_coalesce_us == 0);
   CHECK(c.dns.max_in_flight == 100);
   CHECK(c.dns.query_timeout == std::chrono::milliseconds(750));
   CHECK(c.dns.reply_sockets == 16);
@@ -172,6 +175,7 @@ TEST_CASE("bad values are errors naming the key") {
   CHECK(starts_with(error_of("dataplane: {guest_congestion_control: abcdefghijklmnop}\n"),
                     "dataplane.guest_congestion_control: "));  // 16 characters: longer than the kernel's names
   CHECK(error_of("dataplane: {direct_descriptors: yes}\n") == "dataplane.direct_descriptors: must be true or false");
+  CHECK(starts_with(error_of("dataplane: {splice_coalesce_us: 100001}\n"), "dataplane.splice_coalesce_us: "));
   CHECK(parse_config("dataplane: {guest_congestion_control: \"\"}\n")->dataplane.guest_congestion_control.empty());
   CHECK(starts_with(error_of("egress: {resolve_timeout: soon}\n"), "egress.resolve_timeout: "));
   CHECK(starts_with(error_of("egress: {resolvers: [1.2.3.4, not-an-ip]}\n"), "egress.resolvers[1]: "));
