@@ -150,7 +150,14 @@ DESIGN = """## What these numbers decided (and what was tried)
   0.274 -> 0.263 (unchanged: it was already batched); throughput 4 streams down
   7.02 -> 7.73 Gbit/s, 1 stream down 6.26 -> 5.55 (redsocks splice 5.43 and 5.78 in
   those runs). Single runs: 1,000 µs 0.209 s/GB, 5.33 Gbit/s; 250 µs 0.337 s/GB,
-  5.29 Gbit/s. Only bulk (spliced) flows wait, only bytes that arrive within 500 µs
+  5.29 Gbit/s. Between the published full runs (d73a466 without, af0c086 with;
+  medians of 5): CPU per GB 1 stream down 0.345 -> 0.269 (0.65× -> 0.50× the best
+  peer), 4 streams down 0.389 -> 0.274; throughput 4 streams down 6.45 -> 6.66, but
+  1 stream down 6.49 -> 5.23 Gbit/s (1.23× -> 1.06× redsocks splice): a single flow
+  pays for the batching on these 20 µs links (likely its sender, dante under the
+  lab's default BBR, seeing ACKs in bursts; not verified). `splice_coalesce_us: 0`
+  gives the old
+  behaviour. Only bulk (spliced) flows wait, only bytes that arrive within 500 µs
   of the previous read, and at most that long (test: `dataplane_relay`, a marker
   5 ms after 4 MiB arrives after the wait, markers after a quiet period at once).
 - **The guest-facing sockets use cubic** (`dataplane.guest_congestion_control`, set
