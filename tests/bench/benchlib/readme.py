@@ -160,10 +160,10 @@ DESIGN = """## What these numbers decided (and what was tried)
   kibotos only) coalescing raised 1-stream throughput inet -> guest 17.3 -> 18.4
   Gbit/s and 4-stream 18.8 -> 19.8, and cut CPU per GB 0.173 -> 0.107 s/GB (every
   path is ~3× faster there: BBR's pacing costs every sender in this lab).
-  `splice_coalesce_us: 0` gives the old
-  behaviour. Only bulk (spliced) flows wait, only bytes that arrive within 500 µs
-  of the previous read, and at most that long (test: `dataplane_relay`, a marker
-  5 ms after 4 MiB arrives after the wait, markers after a quiet period at once).
+  `splice_coalesce_us: 0` gives the old behaviour. Only bulk (spliced) flows wait,
+  only bytes that arrive within 500 µs of the previous read, and at most that long
+  (test: `dataplane_relay`, a marker 5 ms after 4 MiB arrives after the wait,
+  markers after a quiet period at once).
 - **The guest-facing sockets use cubic** (`dataplane.guest_congestion_control`, set
   on the transparent listeners, inherited by accepted sockets). The hop to the guest
   is a local link; BBR's pacing there only adds timers and smaller bursts. A/B, 3

@@ -33,6 +33,11 @@ sys.stdin.readline()
 """
 
 
+def handles(pid):
+    """(fds, ring slots) the process holds."""
+    return proc_handles.open_fds(pid), proc_handles.ring_slots(pid)
+
+
 @pytest.mark.parametrize("direct", [True, False], ids=["direct-descriptors", "plain-fds"])
 def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(lab, agent_factory, direct):
     env = e2e.make_env(lab, agent_factory, {"direct_descriptors": direct})
@@ -48,7 +53,7 @@ def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(lab, agent_fa
     env.egress, env.workspace = e2e.attach(env)
     env.workspace_id = e2e.field(env.workspace, "workspace_id")
     assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
-    settled = {"fds": proc_handles.open_fds(pid), "slots": proc_handles.ring_slots(pid)}
+    settled = handles(pid)
     holder = lab.popen(ws.guest, e2e.dp.PYTHON, "-c", HOLD_CODE, e2e.covered(lab), e2e.PORT, HOLDERS,
                        stdin=subprocess.PIPE, text=True)
     assert holder.stdout.readline().split()[0] == "HOLDING"
@@ -67,7 +72,6 @@ def test_out_of_descriptors_pauses_accepting_logs_once_and_resumes(lab, agent_fa
     # Every descriptor the holders took comes back (connections still in the listen
     # queue when they left are accepted and closed first). This also leaves the
     # sanitizers room: their first check of a type probes memory through a pipe.
-    held = lambda: {"fds": proc_handles.open_fds(pid), "slots": proc_handles.ring_slots(pid)}
-    e2e.labmod.wait_for(lambda: all(held()[k] <= settled[k] for k in settled), timeout=30,
-                        what=f"the agent's descriptors to return to {settled}")
+    e2e.labmod.wait_for(lambda: all(now <= then for now, then in zip(handles(pid), settled)), timeout=30,
+                        what=f"the agent's fds and ring slots to return to {settled}")
     e2e.assert_clean_exit(agent)
