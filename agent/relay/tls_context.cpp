@@ -5,6 +5,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <ctime>
+
 namespace kib::relay {
 
 namespace {
@@ -78,17 +80,34 @@ Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::st
   return c;
 }
 
-SSL_SESSION* TlsClientContext::take_session_ref() const {
+SSL_SESSION* TlsClientContext::take_session_ref() {
+  const long now = static_cast<long>(std::time(nullptr));
   std::lock_guard lk(mu_);
-  if (!session_) return nullptr;
-  SSL_SESSION_up_ref(session_.get());
-  return session_.get();
+  while (!sessions_.empty()) {
+    SSL_SESSION* s = sessions_.back().get();
+    // Spent (OpenSSL marks a TLS 1.3 session so once a handshake resumed it, or a
+    // session whose connection failed) or expired: offering it buys a full handshake.
+    if (!SSL_SESSION_is_resumable(s) || SSL_SESSION_get_time(s) + SSL_SESSION_get_timeout(s) <= now) {
+      sessions_.pop_back();
+      continue;
+    }
+    if (SSL_SESSION_get_protocol_version(s) == TLS1_3_VERSION) {
+      SSL_SESSION* taken = sessions_.back().release();
+      sessions_.pop_back();
+      return taken;
+    }
+    SSL_SESSION_up_ref(s);
+    return s;
+  }
+  return nullptr;
 }
 
 void TlsClientContext::remember_session(SSL_SESSION* s) {
   SSL_SESSION_up_ref(s);
+  SslSessionPtr p(s);
   std::lock_guard lk(mu_);
-  session_.reset(s);
+  sessions_.push_back(std::move(p));
+  if (sessions_.size() > kMaxSessions) sessions_.pop_front();
 }
 
 }  // namespace kib::relay

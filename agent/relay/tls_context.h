@@ -1,9 +1,10 @@
 #pragma once
 // The client SSL_CTX of one Egress revision: built once when the revision is
 // published (not per connection), shared by every connection dialing through it.
-// It also keeps the revision's last session for resumption within the revision.
+// It also keeps the revision's sessions for resumption within the revision.
 #include <openssl/ssl.h>
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,16 +32,25 @@ class TlsClientContext {
   const std::string& verify_name() const { return name_; }
   bool name_is_ip() const { return name_is_ip_; }
 
-  // Resumption: the newest session a handshake through this context produced.
-  SSL_SESSION* take_session_ref() const;  // caller must SSL_SESSION_free (or null)
+  // Resumption: the newest resumable, unexpired session handshakes through this
+  // context produced (caller must SSL_SESSION_free it), or null. A TLS 1.3 ticket is
+  // handed out once: a ticket is for one connection (RFC 8446 C.4; it would link
+  // them), and OpenSSL marks a session spent once a handshake resumed it, so a dial
+  // handed it again, before that connection's new ticket came, made a full handshake
+  // (one dial in eight under load). A TLS 1.2 session stays and is reused.
+  SSL_SESSION* take_session_ref();
   void remember_session(SSL_SESSION* s);  // takes a reference
+
+  // Sessions kept: enough for the dials a loop starts before their tickets arrive
+  // (each full handshake brings two from OpenSSL servers, each resumption one).
+  static constexpr size_t kMaxSessions = 64;
 
  private:
   SslCtxPtr ctx_;
   std::string name_;
   bool name_is_ip_ = false;
-  mutable std::mutex mu_;
-  SslSessionPtr session_;
+  std::mutex mu_;
+  std::deque<SslSessionPtr> sessions_;  // oldest first
 };
 
 }  // namespace kib::relay

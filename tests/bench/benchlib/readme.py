@@ -97,15 +97,23 @@ DESIGN = """## What these numbers decided (and what was tried)
   ~16 ms later. New SYNs now skip that rule and reach tproxy, which reopens TIME_WAIT
   onto the listener (test: `e2e_guest`, reconnecting from the same port sends no RST).
 - **CPU per connection** is kernel TCP work (connect, the SOCKS5 round trips, FINs,
-  the peers' softirq work run in the relay's context): the agent averages ~0.5
+  the peers' softirq work run in the relay's context): the agent averages ~0.6
   context switches per relayed connection (completions are batched per wakeup), and
-  syscalls cost ~0.1 µs here. Of the relay's CPU per connection (perf, wrk): FINs and
-  the reply delivered with the guest's FIN 19%, connect (both ends of the handshake
-  run in the relay's context) 15%, the SOCKS5 greeting and request 11%, the request's
-  send 10%, recvs 7%, close 6%, sleeping and being preempted by the woken peers 14%;
-  user space ~5%. Sending the SOCKS5 greeting and request in one segment
-  would save a round trip, but microsocks discards bytes that arrive with the greeting
-  (one recv per step), so it is not done.
+  syscalls cost ~0.1 µs here. Of the relay's CPU per connection (perf, wrk -c32, 4,400
+  connections/s, at eb3e60d): send operations 20% (veth and loopback deliver inline, so
+  each send runs the receiver's TCP input, and wakes it, in the relay's context),
+  connect 15% (the whole three-way handshake with the SOCKS server's listener runs
+  there too), close 16% (the FIN to the SOCKS server and its TIME_WAIT), passing the
+  FIN to the guest 8.5%, recvs 7%, netfilter (conntrack and the TPROXY rules) 2.5%,
+  user space ~5%, and ~21% scheduling: switching back in after a sleep
+  (`finish_task_switch`, 12.7%) and waking peers on the other CPU (8.5%, spent with
+  interrupts off in wake-ups). This machine is a VM where a cross-CPU wake-up is
+  expensive: `perf bench sched pipe` takes 83 µs per round trip across its two CPUs
+  and 3.3 µs on one. What is left to cut is packets, and the protocol and the peers
+  decide most of them: a captured wrk connection is 8 packets guest-side and 14
+  toward dante. Sending the SOCKS5 greeting and request in one segment would save a
+  round trip, but microsocks discards bytes that arrive with the greeting (one recv
+  per step), so it is not done.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
@@ -181,7 +189,17 @@ DESIGN = """## What these numbers decided (and what was tried)
     to every wait it cost more per connection (94 vs 73 ms per 1,000) and p50 (1.2
     vs 0.8 ms).
   - Pipelining the SOCKS5 greeting and CONNECT request: 68 vs 73 ms per 1,000
-    connections, inside the noise; it breaks microsocks (above).
+    connections, inside the noise; it breaks microsocks (above). Measured again
+    paired (one lab, the two behaviours alternated by a switch the relay read per
+    dial; 6 rounds of 5 s of wrk and of 1,000 sequential connections): 74.3 vs 76.7 µs
+    per connection (rounds spread 64-86), p50 743 vs 744 µs: dante's own work
+    dominates here. On a real network it would save a round trip to the Egress.
+  - Delayed ACKs on the upstream socket during the SOCKS5 exchange (`TCP_QUICKACK` 0
+    before the connect and before the greeting): the handshake's last ACK and the
+    ACK of the method reply ride on the greeting and the CONNECT (14 -> 12 packets
+    toward dante per connection, tcpdump), but relay CPU per connection did not move
+    (paired, 8 rounds of 5 s: 71.9 vs 72.0 µs): the first is a cheap pure ACK, the
+    second was sent in the SOCKS server's context anyway.
   - Congestion control. The machine's default is BBR, which paces every socket of
     the lab with hrtimers. With cubic for the whole lab, every relay is ~2.5× faster
     and cheaper (kibotos 13 Gbit/s, 0.10 s/GB up, 0.25 down; redsocks splice 11
@@ -191,6 +209,21 @@ DESIGN = """## What these numbers decided (and what was tried)
     (the bytes would move in the kernel without waking the relay). It needs proof that
     a FIN is never passed on ahead of redirected bytes still queued, and backpressure
     from a slow destination (the redirect consumes the source's receive queue).
+- **TLS dials resume, one ticket each.** OpenSSL marks a TLS 1.3 session spent once a
+  handshake resumed it (RFC 8446 C.4: a ticket is for one connection; reusing one links
+  connections). The relay used to hand every dial the revision's newest session, so
+  a dial that started after another dial's resumption and before that connection's
+  new ticket was read offered nothing: under wrk -c32, 13% of the dials through
+  stunnel were full handshakes (certificate chain verified and all), 0% at -c1. Each
+  revision now keeps up to 64 sessions, hands each TLS 1.3 ticket to one dial (newest
+  first), skips spent and expired ones; TLS 1.2 sessions are reused as before.
+  Paired A/B (one lab, the two behaviours alternated per 5 s wrk run, 8 rounds):
+  full handshakes 13% -> 0% after the first 32 dials, relay CPU per connection 547 ->
+  483 µs (lower in 7 of 8 rounds), connections/s +4% (test: the relay unit suite, a
+  dial started between another's resumption and its new ticket resumes;
+  `dataplane_tls`, dials after the first ones resume through stunnel). What a resumed
+  TLS 1.3 handshake still costs is mostly the X25519 key share (forward secrecy:
+  `psk_dhe_ke`) and OpenSSL 3.0's per-handshake algorithm fetches.
 - **Idle RSS** is mostly shared library pages (libprotobuf, libstdc++, libcrypto,
   libsqlite3: the control plane lives in the same process): of ~14 MiB with no
   workspace, ~12 MiB is file-backed and ~2 MiB anonymous. Per-connection RSS is what

@@ -183,9 +183,13 @@ def make_server_cert(directory, ca_key, ca_pem, san):
     return key, pem
 
 
-def start_stunnel(lab, directory, key, pem, port, backend_port):
+def start_stunnel(lab, directory, key, pem, port, backend_port, log=None):
+    """stunnel in front of the SOCKS server; with log, its handshakes (info level) go
+    to that file."""
     conf = os.path.join(directory, "stunnel.conf")
     with open(conf, "w") as f:
+        if log:
+            f.write(f"debug = info\noutput = {log}\n")
         f.write(f"foreground = yes\npid =\n[socks]\naccept = {lab.socks_v4}:{port}\n"
                 f"connect = {lab.socks_v4}:{backend_port}\ncert = {pem}\nkey = {key}\n")
     proc = lab.popen(lab.socks, "/usr/bin/stunnel4", conf)

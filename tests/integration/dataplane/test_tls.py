@@ -23,7 +23,7 @@ def env():
         dp.start_dante(lab)
         ca_key, ca_pem = dp.make_ca(tmp, "kib-test-ca")
         key, pem = dp.make_server_cert(tmp, ca_key, ca_pem, f"DNS:socks.test,IP:{lab.socks_v4}")
-        dp.start_stunnel(lab, tmp, key, pem, 1443, 1080)
+        dp.start_stunnel(lab, tmp, key, pem, 1443, 1080, log=os.path.join(tmp, "stunnel.log"))
         h = dp.Harness(lab)
         yield lab, ws, h, dst, tmp, ca_pem
 
@@ -75,3 +75,28 @@ def test_tls_wrong_server_name_resets_the_guest(env):
     ok, line = dp.guest(lab, ws, "expect-reset", dst, PORT)
     assert ok, line
     assert "verify" in h.egress_status("w0", "e1")["last_error"]
+
+
+def handshakes(tmp):
+    """stunnel's count of (full handshakes, resumptions) so far."""
+    text = open(os.path.join(tmp, "stunnel.log")).read()
+    return text.count("new session negotiated"), text.count("previous session reused")
+
+
+def test_tls_dials_resume_with_the_tickets_earlier_handshakes_brought(env):
+    """Through stunnel, end to end: the first dials of a revision make full
+    handshakes, and each brings tickets (OpenSSL servers send two per full handshake
+    and one per resumption, and each ticket goes to one dial), so the next two dials,
+    started together, both resume (stunnel's log counts them)."""
+    lab, ws, h, dst, tmp, ca_pem = env
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1443 tls sni=socks.test ca={ca_pem}")
+    attach(h, lab, ws)
+    ok, line = dp.guest(lab, ws, "many", dst, PORT, 4)
+    assert ok, line
+    dp.labmod.wait_for(lambda: sum(handshakes(tmp)) == 4, timeout=10, what="stunnel's first 4 handshakes")
+    full, resumed = handshakes(tmp)
+    assert full >= 1, (full, resumed)
+    ok, line = dp.guest(lab, ws, "many", dst, PORT, 2)
+    assert ok, line
+    dp.labmod.wait_for(lambda: sum(handshakes(tmp)) == 6, timeout=10, what="stunnel's next 2 handshakes")
+    assert handshakes(tmp) == (full, resumed + 2)

@@ -7,8 +7,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <ctime>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/relay/tls_context.h"
 #include "agent/relay/tls_session.h"
@@ -75,6 +77,9 @@ class Server {
     SSL_set_accept_state(ssl_);
   }
   ~Server() {
+    // Ended cleanly: OpenSSL drops from its cache the session of a connection freed
+    // without a shutdown.
+    SSL_set_shutdown(ssl_, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(ssl_);
     if (own_ctx_) SSL_CTX_free(ctx_);
   }
@@ -109,6 +114,15 @@ void pump(TlsSession& client, Server& server) {
     if (!moved && io != Io::want_read) return;
     if (!moved) return;
   }
+}
+
+// TLS 1.3 tickets come after the handshake: a read on the client takes them in.
+void take_tickets(TlsSession& client, Server& server) {
+  SSL_write(server.ssl(), "x", 1);
+  pump(client, server);
+  uint8_t buf[8];
+  size_t n = 0;
+  (void)client.read(buf, sizeof buf, &n);
 }
 
 Io handshake(TlsSession& client, Server& server) {
@@ -208,13 +222,107 @@ TEST_CASE("a second connection through the same revision resumes the session") {
     auto s = TlsSession::create(*ctx);
     Server server(*cert, server_ctx);
     REQUIRE(handshake(**s, server) == Io::ok);
-    // TLS 1.3 tickets come after the handshake: read once to take them in.
-    SSL_write(server.ssl(), "x", 1);
-    pump(**s, server);
-    uint8_t buf[8];
-    size_t n = 0;
-    (void)(*s)->read(buf, sizeof buf, &n);
+    take_tickets(**s, server);
     CHECK((*s)->resumed() == (i == 1));
   }
   SSL_CTX_free(server_ctx);
+}
+
+SSL_CTX* resuming_server(int max_version = 0) {
+  SSL_CTX* c = SSL_CTX_new(TLS_server_method());
+  SSL_CTX_set_session_id_context(c, reinterpret_cast<const unsigned char*>("t"), 1);
+  if (max_version != 0) SSL_CTX_set_max_proto_version(c, max_version);
+  return c;
+}
+
+// OpenSSL's client marks a TLS 1.3 session unresumable once a handshake resumed it
+// (RFC 8446 C.4: a ticket is for one connection). A dial handed that session after
+// the resumption and before the new ticket is read gets a full handshake: under
+// load, one dial in eight did when every dial got the revision's newest session.
+TEST_CASE("each TLS 1.3 ticket goes to one dial: a dial never gets a spent one") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  SSL_CTX* server_ctx = resuming_server();
+  {
+    auto first = TlsSession::create(*ctx);
+    Server server(*cert, server_ctx);
+    REQUIRE(handshake(**first, server) == Io::ok);
+    take_tickets(**first, server);  // two tickets
+    CHECK(!(*first)->resumed());
+  }
+  auto b = TlsSession::create(*ctx);
+  Server sb(*cert, server_ctx);
+  REQUIRE(handshake(**b, sb) == Io::ok);
+  CHECK((*b)->resumed());
+  // b's ticket is spent and b's new one not read in yet: c gets the other one.
+  auto c = TlsSession::create(*ctx);
+  Server sc(*cert, server_ctx);
+  REQUIRE(handshake(**c, sc) == Io::ok);
+  CHECK((*c)->resumed());
+  // Both spent, none new: the next dial has nothing to offer.
+  auto d = TlsSession::create(*ctx);
+  Server sd(*cert, server_ctx);
+  REQUIRE(handshake(**d, sd) == Io::ok);
+  CHECK(!(*d)->resumed());
+  // Each resumed connection's new ticket resumes one dial more.
+  take_tickets(**b, sb);
+  auto e = TlsSession::create(*ctx);
+  Server se(*cert, server_ctx);
+  REQUIRE(handshake(**e, se) == Io::ok);
+  CHECK((*e)->resumed());
+  SSL_CTX_free(server_ctx);
+}
+
+TEST_CASE("a TLS 1.2 session is reused by every dial through the revision") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  SSL_CTX* server_ctx = resuming_server(TLS1_2_VERSION);
+  for (int i = 0; i < 3; ++i) {
+    auto s = TlsSession::create(*ctx);
+    Server server(*cert, server_ctx);
+    REQUIRE(handshake(**s, server) == Io::ok);
+    CHECK((*s)->resumed() == (i > 0));
+  }
+  SSL_CTX_free(server_ctx);
+}
+
+TEST_CASE("the session pool hands out the newest resumable, unexpired session and keeps at most kMaxSessions") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  REQUIRE(ctx.ok());
+  TlsClientContext& pool = **ctx;
+  auto tls13 = [](long age_s, bool resumable = true) {
+    SSL_SESSION* s = SSL_SESSION_new();
+    SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION);
+    static const unsigned char id[] = {1, 2, 3, 4};
+    if (resumable) SSL_SESSION_set1_id(s, id, sizeof id);
+    SSL_SESSION_set_time(s, static_cast<long>(time(nullptr)) - age_s);
+    SSL_SESSION_set_timeout(s, 300);
+    return s;
+  };
+  SSL_SESSION* live = tls13(0);
+  SSL_SESSION* expired = tls13(1000);
+  SSL_SESSION* spent = tls13(0, false);
+  pool.remember_session(live);
+  pool.remember_session(expired);  // newer, but past its lifetime
+  pool.remember_session(spent);    // newest, but no longer resumable
+  SSL_SESSION* got = pool.take_session_ref();
+  CHECK(got == live);
+  CHECK(pool.take_session_ref() == nullptr);
+  SSL_SESSION_free(got);
+  for (SSL_SESSION* s : {live, expired, spent}) SSL_SESSION_free(s);
+
+  std::vector<SSL_SESSION*> all;
+  for (size_t i = 0; i < TlsClientContext::kMaxSessions + 5; ++i) {
+    all.push_back(tls13(0));
+    pool.remember_session(all.back());
+  }
+  for (size_t i = 0; i < TlsClientContext::kMaxSessions; ++i) {
+    SSL_SESSION* s = pool.take_session_ref();
+    REQUIRE(s != nullptr);
+    CHECK(s == all[all.size() - 1 - i]);  // newest first
+    SSL_SESSION_free(s);
+  }
+  CHECK(pool.take_session_ref() == nullptr);  // the five oldest were dropped
+  for (SSL_SESSION* s : all) SSL_SESSION_free(s);
 }
