@@ -235,6 +235,23 @@ SSL_CTX* resuming_server(int max_version = 0) {
   return c;
 }
 
+// One dial through the revision's context to a new connection of server_ctx,
+// handshake done.
+struct Dial {
+  std::unique_ptr<TlsSession> client;
+  std::unique_ptr<Server> server;
+  bool resumed() const { return client->resumed(); }
+  void take_tickets() { ::take_tickets(*client, *server); }
+};
+
+Dial dial(const std::shared_ptr<TlsClientContext>& ctx, const Cert& cert, SSL_CTX* server_ctx) {
+  auto s = TlsSession::create(ctx);
+  REQUIRE(s.ok());
+  Dial d{std::move(s.value()), std::make_unique<Server>(cert, server_ctx)};
+  REQUIRE(handshake(*d.client, *d.server) == Io::ok);
+  return d;
+}
+
 // OpenSSL's client marks a TLS 1.3 session unresumable once a handshake resumed it
 // (RFC 8446 C.4: a ticket is for one connection). A dial handed that session after
 // the resumption and before the new ticket is read gets a full handshake: under
@@ -242,47 +259,32 @@ SSL_CTX* resuming_server(int max_version = 0) {
 TEST_CASE("each TLS 1.3 ticket goes to one dial: a dial never gets a spent one") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
   auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  REQUIRE(ctx.ok());
   SSL_CTX* server_ctx = resuming_server();
   {
-    auto first = TlsSession::create(*ctx);
-    Server server(*cert, server_ctx);
-    REQUIRE(handshake(**first, server) == Io::ok);
-    take_tickets(**first, server);  // two tickets
-    CHECK(!(*first)->resumed());
+    Dial first = dial(*ctx, *cert, server_ctx);
+    first.take_tickets();  // two tickets
+    CHECK(!first.resumed());
   }
-  auto b = TlsSession::create(*ctx);
-  Server sb(*cert, server_ctx);
-  REQUIRE(handshake(**b, sb) == Io::ok);
-  CHECK((*b)->resumed());
+  Dial b = dial(*ctx, *cert, server_ctx);
+  CHECK(b.resumed());
   // b's ticket is spent and b's new one not read in yet: c gets the other one.
-  auto c = TlsSession::create(*ctx);
-  Server sc(*cert, server_ctx);
-  REQUIRE(handshake(**c, sc) == Io::ok);
-  CHECK((*c)->resumed());
+  Dial c = dial(*ctx, *cert, server_ctx);
+  CHECK(c.resumed());
   // Both spent, none new: the next dial has nothing to offer.
-  auto d = TlsSession::create(*ctx);
-  Server sd(*cert, server_ctx);
-  REQUIRE(handshake(**d, sd) == Io::ok);
-  CHECK(!(*d)->resumed());
+  CHECK(!dial(*ctx, *cert, server_ctx).resumed());
   // Each resumed connection's new ticket resumes one dial more.
-  take_tickets(**b, sb);
-  auto e = TlsSession::create(*ctx);
-  Server se(*cert, server_ctx);
-  REQUIRE(handshake(**e, se) == Io::ok);
-  CHECK((*e)->resumed());
+  b.take_tickets();
+  CHECK(dial(*ctx, *cert, server_ctx).resumed());
   SSL_CTX_free(server_ctx);
 }
 
 TEST_CASE("a TLS 1.2 session is reused by every dial through the revision") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
   auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  REQUIRE(ctx.ok());
   SSL_CTX* server_ctx = resuming_server(TLS1_2_VERSION);
-  for (int i = 0; i < 3; ++i) {
-    auto s = TlsSession::create(*ctx);
-    Server server(*cert, server_ctx);
-    REQUIRE(handshake(**s, server) == Io::ok);
-    CHECK((*s)->resumed() == (i > 0));
-  }
+  for (int i = 0; i < 3; ++i) CHECK(dial(*ctx, *cert, server_ctx).resumed() == (i > 0));
   SSL_CTX_free(server_ctx);
 }
 
