@@ -79,7 +79,8 @@ def test_tls_wrong_server_name_resets_the_guest(env):
 
 def handshakes(tmp):
     """stunnel's count of (full handshakes, resumptions) so far."""
-    text = open(os.path.join(tmp, "stunnel.log")).read()
+    with open(os.path.join(tmp, "stunnel.log")) as f:
+        text = f.read()
     return text.count("new session negotiated"), text.count("previous session reused")
 
 
