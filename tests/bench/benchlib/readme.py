@@ -295,6 +295,21 @@ def notes_section(results):
             "slot in its loop's ring that RLIMIT_NOFILE bounds apart from the fd table. The TLS "
             "mode is capped by stunnel, one process with 2 fds per connection in front of the "
             "SOCKS server. The per-connection figures divide by each mode's own count.")
+    for name, v in results["modes"].items():
+        short = [h for h in v.get("raw", {}).get("hold", []) if h.get("errors")]
+        if not short:
+            continue
+        held = sorted(h["held"] for h in short)
+        why = ""
+        if name == "redsocks-splice":
+            why = (f" Its splice mode keeps two pipes per idle connection, 6 fds in all: "
+                   f"{held[-1]:,} × 6 = {held[-1] * 6:,} of the {m['nofile']} allowed.")
+        lines.append(
+            f"- {v['label']} established {held[0]:,}"
+            + (f" to {held[-1]:,}" if held[-1] != held[0] else "")
+            + f" of the {short[0]['n']:,} idle connections in {len(short)} of its runs; the "
+            f"others failed (\"idle connections not established\").{why} Its per-connection "
+            "memory figures divide by the connections it held.")
     harnessed = [v for v in results["modes"].values() if v.get("driver") == "harness"]
     if harnessed:
         lines.append(
