@@ -82,22 +82,28 @@ Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::st
 
 SSL_SESSION* TlsClientContext::take_session_ref() {
   const long now = static_cast<long>(std::time(nullptr));
+  // Spent (OpenSSL marks a TLS 1.3 session so once a handshake resumed it, or a
+  // session whose connection failed) or expired: offering it buys a full handshake.
+  auto usable = [now](SSL_SESSION* s) {
+    return SSL_SESSION_is_resumable(s) && SSL_SESSION_get_time(s) + SSL_SESSION_get_timeout(s) > now;
+  };
   std::lock_guard lk(mu_);
   while (!sessions_.empty()) {
     SSL_SESSION* s = sessions_.back().get();
-    // Spent (OpenSSL marks a TLS 1.3 session so once a handshake resumed it, or a
-    // session whose connection failed) or expired: offering it buys a full handshake.
-    if (!SSL_SESSION_is_resumable(s) || SSL_SESSION_get_time(s) + SSL_SESSION_get_timeout(s) <= now) {
+    if (!usable(s)) {
       sessions_.pop_back();
       continue;
     }
-    if (SSL_SESSION_get_protocol_version(s) == TLS1_3_VERSION) {
-      SSL_SESSION* taken = sessions_.back().release();
-      sessions_.pop_back();
-      return taken;
-    }
     SSL_SESSION_up_ref(s);
+    if (SSL_SESSION_get_protocol_version(s) == TLS1_3_VERSION) {
+      last_ticket_ = std::move(sessions_.back());
+      sessions_.pop_back();
+    }
     return s;
+  }
+  if (last_ticket_ && usable(last_ticket_.get())) {
+    SSL_SESSION_up_ref(last_ticket_.get());
+    return last_ticket_.get();
   }
   return nullptr;
 }

@@ -34,10 +34,13 @@ class TlsClientContext {
 
   // Resumption: the newest resumable, unexpired session handshakes through this
   // context produced (caller must SSL_SESSION_free it), or null. A TLS 1.3 ticket is
-  // handed out once: a ticket is for one connection (RFC 8446 C.4; it would link
-  // them), and OpenSSL marks a session spent once a handshake resumed it, so a dial
-  // handed it again, before that connection's new ticket came, made a full handshake
-  // (one dial in eight under load). A TLS 1.2 session stays and is reused.
+  // handed out once while there are others: a ticket is for one connection (RFC 8446
+  // C.4; it would link them), and OpenSSL marks a session spent once a handshake
+  // resumed it, so a dial handed it again after that, before that connection's new
+  // ticket came, made a full handshake (one dial in eight under load). Out of
+  // tickets, dials share the one handed out last until a handshake spends it: a
+  // burst of dials then resumes (servers with reusable tickets take it) instead of
+  // all paying full handshakes. A TLS 1.2 session stays and is reused.
   SSL_SESSION* take_session_ref();
   void remember_session(SSL_SESSION* s);  // takes a reference
 
@@ -51,6 +54,7 @@ class TlsClientContext {
   bool name_is_ip_ = false;
   std::mutex mu_;
   std::deque<SslSessionPtr> sessions_;  // oldest first
+  SslSessionPtr last_ticket_;           // the TLS 1.3 ticket handed out last
 };
 
 }  // namespace kib::relay

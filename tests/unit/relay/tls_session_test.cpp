@@ -244,10 +244,17 @@ struct Dial {
   void take_tickets() { ::take_tickets(*client, *server); }
 };
 
-Dial dial(const std::shared_ptr<TlsClientContext>& ctx, const Cert& cert, SSL_CTX* server_ctx) {
+// A dial whose ClientHello is out (its session offered, or none), not answered yet.
+Dial start_dial(const std::shared_ptr<TlsClientContext>& ctx, const Cert& cert, SSL_CTX* server_ctx) {
   auto s = TlsSession::create(ctx);
   REQUIRE(s.ok());
   Dial d{std::move(s.value()), std::make_unique<Server>(cert, server_ctx)};
+  REQUIRE(d.client->handshake() == Io::want_read);
+  return d;
+}
+
+Dial dial(const std::shared_ptr<TlsClientContext>& ctx, const Cert& cert, SSL_CTX* server_ctx) {
+  Dial d = start_dial(ctx, cert, server_ctx);
   REQUIRE(handshake(*d.client, *d.server) == Io::ok);
   return d;
 }
@@ -279,6 +286,26 @@ TEST_CASE("each TLS 1.3 ticket goes to one dial: a dial never gets a spent one")
   SSL_CTX_free(server_ctx);
 }
 
+TEST_CASE("out of TLS 1.3 tickets, dials started together share the last one and all resume") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  REQUIRE(ctx.ok());
+  SSL_CTX* server_ctx = resuming_server();  // stateless tickets: a second use is taken
+  {
+    Dial first = dial(*ctx, *cert, server_ctx);
+    first.take_tickets();  // two tickets
+  }
+  // Four dials start before any handshake completes: two get a ticket each, the
+  // other two share the one handed out last (not spent yet).
+  std::vector<Dial> burst;
+  for (int i = 0; i < 4; ++i) burst.push_back(start_dial(*ctx, *cert, server_ctx));
+  for (Dial& d : burst) {
+    REQUIRE(handshake(*d.client, *d.server) == Io::ok);
+    CHECK(d.resumed());
+  }
+  SSL_CTX_free(server_ctx);
+}
+
 TEST_CASE("a TLS 1.2 session is reused by every dial through the revision") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
   auto ctx = TlsClientContext::create("socks.test", cert->pem);
@@ -288,7 +315,7 @@ TEST_CASE("a TLS 1.2 session is reused by every dial through the revision") {
   SSL_CTX_free(server_ctx);
 }
 
-TEST_CASE("the session pool hands out the newest resumable, unexpired session and keeps at most kMaxSessions") {
+TEST_CASE("the session pool hands out the newest usable session, then shares the last, and keeps kMaxSessions") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
   auto ctx = TlsClientContext::create("socks.test", cert->pem);
   REQUIRE(ctx.ok());
@@ -310,8 +337,13 @@ TEST_CASE("the session pool hands out the newest resumable, unexpired session an
   pool.remember_session(spent);    // newest, but no longer resumable
   SSL_SESSION* got = pool.take_session_ref();
   CHECK(got == live);
-  CHECK(pool.take_session_ref() == nullptr);
   SSL_SESSION_free(got);
+  // Out of tickets: the one handed out last, shared, while it is usable.
+  got = pool.take_session_ref();
+  CHECK(got == live);
+  SSL_SESSION_free(got);
+  SSL_SESSION_set_time(live, static_cast<long>(time(nullptr)) - 1000);
+  CHECK(pool.take_session_ref() == nullptr);
   for (SSL_SESSION* s : {live, expired, spent}) SSL_SESSION_free(s);
 
   std::vector<SSL_SESSION*> all;
@@ -325,6 +357,9 @@ TEST_CASE("the session pool hands out the newest resumable, unexpired session an
     CHECK(s == all[all.size() - 1 - i]);  // newest first
     SSL_SESSION_free(s);
   }
-  CHECK(pool.take_session_ref() == nullptr);  // the five oldest were dropped
+  // The five oldest were dropped: next comes the last one handed out, shared.
+  SSL_SESSION* last = pool.take_session_ref();
+  CHECK(last == all[all.size() - TlsClientContext::kMaxSessions]);
+  SSL_SESSION_free(last);
   for (SSL_SESSION* s : all) SSL_SESSION_free(s);
 }
