@@ -288,12 +288,13 @@ void RelayConnection::splice_flow(int side) {
   if (phase_ == Phase::closing || in_flight(recv_tag(side)) || in_flight(send_tag(other))) return;
   size_t moved = 0;
   int err = 0;
-  SplicePipe::Step step = f.pipe->pump(fd(side), fd(other), kBudget, &moved, &err);
+  SplicePipe::Step step = f.pipe->pump(fd(side), fd(other), kBudget, &moved, &err, coalescing());
   if (moved > 0) last_activity_ = loop_.now_ms();
   switch (step) {
     case SplicePipe::Step::src_empty:
-      // Bytes came and the source is dry: it is slower than the relay, so let the
-      // next ones gather before the next wake-up. Nothing came: wait for it.
+      // Bytes came and the source is dry (a read found nothing more, or took less
+      // than half the pipe): it is slower than the relay, so let the next ones
+      // gather before the next wake-up. Nothing came: wait for it.
       if (moved > 0 && coalescing()) return arm_coalesce(side);
       return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::yielded: return arm_poll(side, recv_tag(side), POLLIN);

@@ -27,7 +27,10 @@ class SplicePipe {
   static std::unique_ptr<SplicePipe> open();
 
   // Moves up to about `budget` bytes from src to dst; adds what reached dst to *moved.
-  Step pump(int src, int dst, size_t budget, size_t* moved, int* err);
+  // `stop_when_drained`: a read that took less than half the pipe emptied src, so
+  // return src_empty once those bytes are out instead of reading again (the caller
+  // waits for more to gather; a FIN behind them is seen on the next call).
+  Step pump(int src, int dst, size_t budget, size_t* moved, int* err, bool stop_when_drained = false);
   size_t pending() const { return piped_; }
 
  private:

@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -23,8 +25,11 @@ struct TcpPair {
   UniqueFd a, b;  // connected: what a writes, b reads
 };
 
-TcpPair tcp_pair() {
+// rcvbuf > 0: the accepted side's receive buffer, forced (root), so that it can hold
+// all of a test's bytes before anyone reads.
+TcpPair tcp_pair(int rcvbuf = 0) {
   UniqueFd l(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (rcvbuf > 0) REQUIRE(setsockopt(l.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) == 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -69,16 +74,32 @@ size_t read_some(int fd, std::vector<uint8_t>& out) {
   return static_cast<size_t>(r);
 }
 
+// Queues all of `data` and a FIN at in.b before anyone reads it (bounded wait).
+void queue_with_fin(TcpPair& in, const std::vector<uint8_t>& data) {
+  size_t sent = 0;
+  for (int i = 0; i < 20000 && sent < data.size(); ++i) {
+    ssize_t w = send(in.a.get(), data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w > 0) sent += static_cast<size_t>(w);
+    else usleep(100);
+  }
+  REQUIRE(sent == data.size());
+  REQUIRE(shutdown(in.a.get(), SHUT_WR) == 0);
+  int queued = 0;
+  for (int i = 0; i < 20000 && ioctl(in.b.get(), FIONREAD, &queued) == 0 && static_cast<size_t>(queued) < data.size(); ++i)
+    usleep(100);
+  REQUIRE(static_cast<size_t>(queued) == data.size());
+}
+
 // Source pair `in` (the test writes in.a, the pipe reads in.b) and destination pair
 // `out` (the pipe writes out.a, the test reads out.b), non-blocking where splice works.
 struct Rig {
-  TcpPair in = tcp_pair(), out = tcp_pair();
-  std::unique_ptr<SplicePipe> pipe = SplicePipe::open();
-  Rig() {
+  explicit Rig(int rcvbuf = 0) : in(tcp_pair(rcvbuf)), out(tcp_pair(rcvbuf)), pipe(SplicePipe::open()) {
     REQUIRE(kib::relay::set_nonblocking(in.b.get()));
     REQUIRE(kib::relay::set_nonblocking(out.a.get()));
     REQUIRE(pipe);
   }
+  TcpPair in, out;
+  std::unique_ptr<SplicePipe> pipe;
 };
 
 }  // namespace
@@ -164,4 +185,45 @@ TEST_CASE("an empty source waits") {
   int err = 0;
   CHECK(pipe->pump(in.b.get(), out.a.get(), 1 << 20, &moved, &err) == Step::src_empty);
   CHECK(moved == 0);
+}
+
+TEST_CASE("stop_when_drained: a read that took less than half the pipe ends the pump once its bytes are out") {
+  const auto data = pattern(10000);
+  for (bool stop : {true, false}) {
+    CAPTURE(stop);
+    Rig r;
+    auto& [in, out, pipe] = r;
+    queue_with_fin(in, data);
+    size_t moved = 0;
+    int err = 0;
+    Step s = pipe->pump(in.b.get(), out.a.get(), 64 << 20, &moved, &err, stop);
+    CHECK(moved == data.size());
+    CHECK(pipe->pending() == 0);
+    std::vector<uint8_t> got;
+    while (got.size() < data.size() && read_some(out.b.get(), got) > 0) {
+    }
+    CHECK(got == data);
+    if (stop) {
+      // No second read: the FIN queued behind the bytes is seen by the next call.
+      CHECK(s == Step::src_empty);
+      CHECK(pipe->pump(in.b.get(), out.a.get(), 64 << 20, &moved, &err, stop) == Step::eof);
+    } else {
+      CHECK(s == Step::eof);
+    }
+  }
+}
+
+TEST_CASE("stop_when_drained: a read that took half the pipe or more reads on") {
+  Rig r(8 << 20);
+  auto& [in, out, pipe] = r;
+  const auto data = pattern(3 << 20);  // more than any pipe of 1 MiB: full reads
+  queue_with_fin(in, data);
+  size_t moved = 0;
+  int err = 0;
+  CHECK(pipe->pump(in.b.get(), out.a.get(), 64 << 20, &moved, &err, true) == Step::eof);
+  CHECK(moved == data.size());
+  std::vector<uint8_t> got;
+  while (got.size() < data.size() && read_some(out.b.get(), got) > 0) {
+  }
+  CHECK(got == data);
 }
