@@ -182,8 +182,10 @@ DESIGN = """## What these numbers decided (and what was tried)
   emptying the source: the bytes go out and the flow waits. A/B, paired in one lab
   (the behaviours alternated per 4 s iperf3 run): 1 stream inet -> guest 0.327 ->
   0.285 s/GB (lower in 6 of 6 rounds), 4.78 and 4.74 Gbit/s; 4 streams 0.278 ->
-  0.246 (4 of 4), 6.80 -> 7.45 Gbit/s. The cost: a FIN right behind the last bytes
-  is seen one wait (500 µs) later.
+  0.246 (4 of 4), 6.80 -> 7.45 Gbit/s; 1 stream guest -> inet unchanged (0.260 and
+  0.263 s/GB, 5.59 Gbit/s both: there the reads fill the pipe while the relay waits
+  for the SOCKS server's window). The cost: a FIN right behind the last bytes is seen
+  one wait (500 µs) later.
 - **The guest-facing sockets use cubic** (`dataplane.guest_congestion_control`, set
   on the transparent listeners, inherited by accepted sockets). The hop to the guest
   is a local link; BBR's pacing there only adds timers and smaller bursts. A/B, 3
