@@ -85,8 +85,8 @@ void queue_with_fin(TcpPair& in, const std::vector<uint8_t>& data) {
   REQUIRE(sent == data.size());
   REQUIRE(shutdown(in.a.get(), SHUT_WR) == 0);
   int queued = 0;
-  for (int i = 0; i < 20000 && ioctl(in.b.get(), FIONREAD, &queued) == 0 && static_cast<size_t>(queued) < data.size(); ++i)
-    usleep(100);
+  auto all_queued = [&] { return ioctl(in.b.get(), FIONREAD, &queued) == 0 && static_cast<size_t>(queued) == data.size(); };
+  for (int i = 0; i < 20000 && !all_queued(); ++i) usleep(100);
   REQUIRE(static_cast<size_t>(queued) == data.size());
 }
 
