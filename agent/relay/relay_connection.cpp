@@ -165,14 +165,24 @@ void RelayConnection::close_upstream(bool reset) {
 
 // A slot's socket has no inline shutdown: IORING_OP_SHUTDOWN always runs in an io-wq
 // worker. When the endpoint's FIN was already passed on (it closed first, the common
-// case), the close that follows at once sends our FIN; otherwise the op is tracked
-// so that the slot is neither closed nor reused under it.
+// case), the close that follows at once sends our FIN; otherwise the slot's socket
+// gets a plain fd (an inline op) and shutdown(2) follows on it. Only without one
+// (out of fds) does the io-wq op run, tracked so that the slot is neither closed nor
+// reused under it.
 void RelayConnection::shutdown_up() {
   if (up_fd_ >= 0) {
     ::shutdown(up_fd_, SHUT_WR);
     return;
   }
   if (flow_[kUp].shut) return;
+  if (!asked_plain_fd_ || in_flight(kInstall)) {
+    shutdown_on_fd_ = true;
+    return ask_plain_fd();
+  }
+  shutdown_up_in_worker();
+}
+
+void RelayConnection::shutdown_up_in_worker() {
   io_uring_sqe* s = loop_.sqe(this, kShutdown);
   io_uring_prep_shutdown(s, up_slot_, SHUT_WR);
   s->flags |= IOSQE_FIXED_FILE;
@@ -372,6 +382,10 @@ void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
       return maybe_release();
     case kInstall:
       if (res >= 0) up_fd_ = res;
+      if (std::exchange(shutdown_on_fd_, false) && phase_ != Phase::closing) {
+        if (up_fd_ >= 0) ::shutdown(up_fd_, SHUT_WR);
+        else shutdown_up_in_worker();
+      }
       return maybe_release();
     case kShutdown: return maybe_release();
     default: return;

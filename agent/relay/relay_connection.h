@@ -141,6 +141,7 @@ class RelayConnection final : private uring::Completion,
   void shutdown_up();
   void close_upstream(bool reset);
   void ask_plain_fd();
+  void shutdown_up_in_worker();
   void on_connected(int32_t res);
   void begin_socks();
   bool socks_output_into_tls();
@@ -189,6 +190,7 @@ class RelayConnection final : private uring::Completion,
   bool nonblocking_ = false;
   bool reset_ = false;         // closing with an RST
   bool asked_plain_fd_ = false;
+  bool shutdown_on_fd_ = false;  // the guest's FIN waits for the slot's plain fd
 };
 
 }  // namespace kib::relay

@@ -113,7 +113,11 @@ DESIGN = """## What these numbers decided (and what was tried)
   decide most of them: a captured wrk connection is 8 packets guest-side and 14
   toward dante. Sending the SOCKS5 greeting and request in one segment would save a
   round trip, but microsocks discards bytes that arrive with the greeting (one recv
-  per step), so it is not done.
+  per step), so it is not done. Why ≤ 0.5× the best peer is out of reach here: the
+  TCP work above (send, connect, close, shutdown, recv, netfilter: ~69% of 82 µs,
+  ~57 µs) is what any relay pays for the same packets, and alone it is ~0.47× of
+  redsocks' ~120 µs; the target would leave ~4 µs per connection for scheduling
+  and user space together.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
@@ -139,10 +143,18 @@ DESIGN = """## What these numbers decided (and what was tried)
   (`IORING_OP_FIXED_FD_INSTALL`). Passing the guest's FIN on has no inline io_uring
   operation (`IORING_OP_SHUTDOWN` always runs in an io-wq worker): when the endpoint
   closed first, the common case, the close that follows sends the FIN; otherwise the
-  shutdown is tracked so that the slot is not closed or reused under it. A/B (3 runs
-  each, wrk and 1,000 sequential connections, kibotos 1 thread): relay CPU per 1,000
-  connections 69.7 ms (68.4-77.7) with slots, 73.4 (72.5-74.3) with plain fds;
-  connections/s 3,995 and 3,754; p99 latency 1,152 and 1,218 µs.
+  slot's socket gets a plain fd (`IORING_OP_FIXED_FD_INSTALL`, inline) and
+  shutdown(2) runs on it; only out of fds does `IORING_OP_SHUTDOWN` run, tracked so
+  that the slot is not closed or reused under it. A/B (3 runs each, wrk and 1,000
+  sequential connections, kibotos 1 thread): relay CPU per 1,000 connections 69.7
+  ms (68.4-77.7) with slots, 73.4 (72.5-74.3) with plain fds; connections/s 3,995
+  and 3,754; p99 latency 1,152 and 1,218 µs. Under wrk the guest closes first in
+  ~13% of connections (wrk closes once it has parsed the reply, sometimes before the
+  SOCKS server's FIN came): 2,691 io-wq shutdowns in 5 s (~22,000 connections), each
+  a hand-off to a kernel worker thread that then contends for the ring's lock. With
+  the plain fd instead, none; relay CPU per connection 68.0 -> 66.2 µs (paired, 18
+  rounds of 5 s, lower in 11: small, inside the noise of one round, but no worker
+  threads come and go under load).
 - **A spliced flow whose sender is slower than the relay coalesces its reads**
   (`dataplane.splice_coalesce_us`, 500). Downstream of the SOCKS server the relay
   is faster than its sender, so each small burst woke the loop: one iperf3 stream

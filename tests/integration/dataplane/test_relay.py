@@ -1,6 +1,7 @@
 """A guest's TCP connection, intercepted in its Workspace namespace, relayed through
 a SOCKS5 Egress (dante, microsocks) end to end: auth, resets, half-close, bulk."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -124,6 +125,57 @@ def test_half_close_client_shuts_writes_and_still_reads_the_reply(through_dante)
     lab, ws, h, dst = through_dante
     ok, line = dp.guest(lab, ws, "up", dst, PORT, 4)
     assert ok, line
+
+
+def io_wq_workers(pid):
+    """Names of the process's io_uring worker threads (io-wq: operations that cannot
+    run inline, each handed to a kernel thread)."""
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except FileNotFoundError:
+            continue  # the thread exited meanwhile
+        if name.startswith("iou-wrk"):
+            names.append(name)
+    return names
+
+
+def test_a_small_request_half_closed_reaches_the_server_without_an_io_wq_worker(through_dante):
+    """The guest shuts its writes right after a small request, before the SOCKS
+    server's side closed: the FIN must reach the server (it answers only at EOF) and
+    the reply come back. On a direct descriptor the FIN goes by shutdown(2) on the
+    slot's socket given a plain fd, not by IORING_OP_SHUTDOWN, which always runs in
+    an io-wq worker thread (a thread hop per connection that half-closes first)."""
+    lab, ws, h, dst = through_dante
+    for _ in range(5):
+        ok, line = dp.guest(lab, ws, "up", dst, PORT, 0)
+        assert ok, line
+    assert io_wq_workers(h.proc.pid) == []
+
+
+def test_with_no_fd_left_a_half_close_still_reaches_the_server(lab):
+    """As above, with the harness out of fds: its limit lowered to its lowest free fd
+    number, so no new fd can be had (the multishot accept keeps the limit it was
+    armed under, so the guest is still accepted). The slot's socket gets no plain
+    fd, and the FIN goes by IORING_OP_SHUTDOWN in an io-wq worker instead (direct
+    descriptors only: a plain-fd relay cannot even open its upstream socket then)."""
+    ws = lab.add_workspace()
+    dst = lab.internet_v4(10)
+    dp.start_bulk_server(lab, dst, PORT)
+    dp.start_dante(lab)
+    h = dp.Harness(lab, "--direct-descriptors", "true")
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    pid = h.proc.pid
+    in_use = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+    lowest_free = next(n for n in range(len(in_use) + 1) if n not in in_use)
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={lowest_free}:{lowest_free}"], check=True)
+    assert io_wq_workers(pid) == []
+    ok, line = dp.guest(lab, ws, "up", dst, PORT, 0)
+    assert ok, line
+    assert io_wq_workers(pid) != [], "the FIN went some other way than the io-wq fallback"
 
 
 def test_one_gib_each_way_with_checksum(through_dante):
