@@ -113,11 +113,13 @@ DESIGN = """## What these numbers decided (and what was tried)
   decide most of them: a captured wrk connection is 8 packets guest-side and 14
   toward dante. Sending the SOCKS5 greeting and request in one segment would save a
   round trip, but microsocks discards bytes that arrive with the greeting (one recv
-  per step), so it is not done. Why ≤ 0.5× the best peer is out of reach here: the
-  TCP work above (send, connect, close, shutdown, recv, netfilter: ~69% of 82 µs,
-  ~57 µs) is what any relay pays for the same packets, and alone it is ~0.47× of
-  redsocks' ~120 µs; the target would leave ~4 µs per connection for scheduling
-  and user space together.
+  per step), so it is not done. Why ≤ 0.5× the best peer is out of reach with this
+  design: kibotos' own TCP work above (send, connect, close, shutdown, recv,
+  netfilter: ~69% of 82 µs, ~57 µs) is alone ~0.47× of redsocks' ~120 µs, leaving
+  ~4 µs per connection for scheduling and user space together (this VM: ~17).
+  redsocks, profiled the same way, pays more for the same packets (its connect,
+  writev and shutdown take ~42% of ~155 µs, epoll_ctl 13%, pipes and splice 13%,
+  user space 12%).
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
