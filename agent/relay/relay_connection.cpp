@@ -382,10 +382,9 @@ void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
       return maybe_release();
     case kInstall:
       if (res >= 0) up_fd_ = res;
-      if (std::exchange(shutdown_on_fd_, false) && phase_ != Phase::closing) {
-        if (up_fd_ >= 0) ::shutdown(up_fd_, SHUT_WR);
-        else shutdown_up_in_worker();
-      }
+      // The guest's FIN waited for this fd: shutdown(2) on it, or (none to be had)
+      // the io-wq op.
+      if (std::exchange(shutdown_on_fd_, false) && phase_ != Phase::closing) shutdown_up();
       return maybe_release();
     case kShutdown: return maybe_release();
     default: return;

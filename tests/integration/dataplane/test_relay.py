@@ -20,16 +20,30 @@ def lab():
         yield lab
 
 
-@pytest.fixture(params=["direct-descriptors", "plain-fds"])
-def env(lab, request):
-    """A workspace, the bulk server in inet, and the harness; no Egress yet. Every
-    test runs twice: upstream sockets as io_uring direct descriptors (where this
-    kernel has them), and as plain fds (older kernels, or when slots run out)."""
+def make_env(lab, direct_descriptors):
+    """A workspace, the bulk server in inet, and the harness; no Egress yet."""
     ws = lab.add_workspace()
     dst = lab.internet_v4(10)
     dp.start_bulk_server(lab, dst, PORT)
-    h = dp.Harness(lab, "--direct-descriptors", str(request.param == "direct-descriptors").lower())
+    h = dp.Harness(lab, "--direct-descriptors", str(direct_descriptors).lower())
     return lab, ws, h, dst
+
+
+def with_dante(env):
+    """env, with dante as Egress e1 (no auth) and the workspace attached to it."""
+    lab, ws, h, dst = env
+    dp.start_dante(lab)
+    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+    attach(h, lab, ws)
+    return env
+
+
+@pytest.fixture(params=["direct-descriptors", "plain-fds"])
+def env(lab, request):
+    """make_env, every test run twice: upstream sockets as io_uring direct descriptors
+    (where this kernel has them), and as plain fds (older kernels, or when slots run
+    out)."""
+    return make_env(lab, request.param == "direct-descriptors")
 
 
 def attach(h, lab, ws, egress="e1", drain=0, rev=1):
@@ -38,12 +52,7 @@ def attach(h, lab, ws, egress="e1", drain=0, rev=1):
 
 @pytest.fixture
 def through_dante(env):
-    """env, with dante as Egress e1 (no auth) and the workspace attached to it."""
-    lab, ws, h, dst = env
-    dp.start_dante(lab)
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
-    return env
+    return with_dante(env)
 
 
 def test_curl_through_dante_reaches_http_server(lab):
@@ -161,13 +170,7 @@ def test_with_no_fd_left_a_half_close_still_reaches_the_server(lab):
     armed under, so the guest is still accepted). The slot's socket gets no plain
     fd, and the FIN goes by IORING_OP_SHUTDOWN in an io-wq worker instead (direct
     descriptors only: a plain-fd relay cannot even open its upstream socket then)."""
-    ws = lab.add_workspace()
-    dst = lab.internet_v4(10)
-    dp.start_bulk_server(lab, dst, PORT)
-    dp.start_dante(lab)
-    h = dp.Harness(lab, "--direct-descriptors", "true")
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
+    lab, ws, h, dst = with_dante(make_env(lab, True))
     pid = h.proc.pid
     in_use = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
     lowest_free = next(n for n in range(len(in_use) + 1) if n not in in_use)
