@@ -62,7 +62,8 @@ Result<std::string> CommandRunner::replay(std::string_view method, const std::st
 
 Result<std::string> CommandRunner::run_serialized(
     std::string_view method, const google::protobuf::Message& request, const std::string& command_id,
-    const std::function<Status()>& precheck, const std::function<Result<std::string>(store::Transaction&)>& apply) {
+    const std::function<Status()>& precheck, const std::function<Result<std::string>(store::Transaction&)>& apply,
+    const std::function<void()>& committed) {
   KIB_TRY(validate_command_id(command_id));
   InFlight guard(mu_, in_flight_, command_id);
   if (!guard.inserted())
@@ -77,7 +78,8 @@ Result<std::string> CommandRunner::run_serialized(
   if (!pre.ok() && !remembered(pre.error().code)) return pre.error();
 
   std::optional<Result<std::string>> outcome;
-  Status committed = store_.write([&](store::Transaction& txn) -> Status {
+  std::lock_guard<std::mutex> order(order_mu_);
+  Status stored = store_.write([&](store::Transaction& txn) -> Status {
     auto now = now_();
     KIB_TRY(txn.prune_commands(to_ms(now - retention_)));
     // (An expired record with this ID, ignored by replay(), is gone after this prune.)
@@ -106,7 +108,8 @@ Result<std::string> CommandRunner::run_serialized(
     }
     return txn.record_command(rec);
   });
-  if (!committed.ok()) return std::move(committed).error();
+  if (!stored.ok()) return std::move(stored).error();
+  if (outcome->ok() && committed) committed();
   return std::move(*outcome);
 }
 

@@ -26,28 +26,42 @@ class CommandRunner {
       : store_(store), now_(std::move(now)), retention_(retention) {}
 
   // precheck runs outside the store's lock (it may resolve names); apply runs in the
-  // write transaction and returns the response. Callers act on the runtime only after
-  // run() succeeds, and only if apply ran (a replay does not call apply).
+  // write transaction and returns the response. committed runs once that transaction
+  // is stored with apply's success, before any later write commits: it tells the
+  // runtime, which so hears of changes in the order they were stored (two updates on
+  // two connections must not leave the data plane on the older revision). A replay
+  // calls neither apply nor committed.
   template <typename Resp>
   Result<Resp> run(std::string_view method, const google::protobuf::Message& request, const std::string& command_id,
                    const std::function<Status()>& precheck,
-                   const std::function<Result<Resp>(store::Transaction&)>& apply) {
-    auto bytes = run_serialized(method, request, command_id, precheck,
-                                [&](store::Transaction& txn) -> Result<std::string> {
-                                  auto r = apply(txn);
-                                  if (!r.ok()) return std::move(r).error();
-                                  return r->SerializeAsString();
-                                });
+                   const std::function<Result<Resp>(store::Transaction&)>& apply,
+                   const std::function<void()>& committed = {}) {
+    auto bytes = run_serialized(
+        method, request, command_id, precheck,
+        [&](store::Transaction& txn) -> Result<std::string> {
+          auto r = apply(txn);
+          if (!r.ok()) return std::move(r).error();
+          return r->SerializeAsString();
+        },
+        committed);
     if (!bytes.ok()) return std::move(bytes).error();
     Resp resp;
     if (!resp.ParseFromString(*bytes)) return Error{Code::internal, "command log: unreadable stored response"};
     return resp;
   }
 
+  // Runs fn with no write between its commit and its committed callback (the start-up
+  // publish of everything stored, ordered with the writes like they are).
+  void in_store_order(const std::function<void()>& fn) {
+    std::lock_guard<std::mutex> g(order_mu_);
+    fn();
+  }
+
  private:
   Result<std::string> run_serialized(std::string_view method, const google::protobuf::Message& request,
                                      const std::string& command_id, const std::function<Status()>& precheck,
-                                     const std::function<Result<std::string>(store::Transaction&)>& apply);
+                                     const std::function<Result<std::string>(store::Transaction&)>& apply,
+                                     const std::function<void()>& committed);
   Result<std::string> replay(std::string_view method, const std::string& command_id, const std::string& fingerprint,
                              bool& found);
 
@@ -56,6 +70,7 @@ class CommandRunner {
   std::chrono::seconds retention_;
   std::mutex mu_;
   std::set<std::string> in_flight_;
+  std::mutex order_mu_;  // held from a write's commit through its committed callback
 };
 
 }  // namespace kib::api

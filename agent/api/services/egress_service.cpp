@@ -72,9 +72,8 @@ Result<ctrl::CreateEgressResponse> EgressService::create(const ctrl::CreateEgres
     *resp.mutable_egress() = without_password(e);
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("CreateEgress"), req, req.command_id(), precheck, apply);
-  if (r.ok() && !created.egress_id().empty()) publish(created, 0);
-  return r;
+  return env_.commands.run<Resp>(kService + std::string("CreateEgress"), req, req.command_id(), precheck, apply,
+                                 [&] { publish(created, 0); });
 }
 
 Result<ctrl::GetEgressResponse> EgressService::get(const ctrl::GetEgressRequest& req) {
@@ -143,14 +142,13 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
     *resp.mutable_egress() = without_password(std::move(e));
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateEgress"), req, req.command_id(), precheck, apply);
-  if (r.ok() && !changed.egress_id().empty()) publish(changed, drain);
-  return r;
+  return env_.commands.run<Resp>(kService + std::string("UpdateEgress"), req, req.command_id(), precheck, apply, [&] {
+    if (!changed.egress_id().empty()) publish(changed, drain);
+  });
 }
 
 Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgressRequest& req) {
   using Resp = ctrl::DeleteEgressResponse;
-  bool deleted = false;
   auto precheck = [&]() -> Status { return require_id(req.egress_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
     auto cur = must_load(txn, req.egress_id());
@@ -161,12 +159,10 @@ Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgres
       return Error{Code::failed_precondition, "egress " + quoted(req.egress_id()) +
                                                   " is referenced by the policy of a Workspace"};
     KIB_TRY(txn.mark_deleted(store::Kind::egress, req.egress_id()));
-    deleted = true;
     return Resp();
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("DeleteEgress"), req, req.command_id(), precheck, apply);
-  if (r.ok() && deleted) env_.runtime.egress_deleted(req.egress_id());
-  return r;
+  return env_.commands.run<Resp>(kService + std::string("DeleteEgress"), req, req.command_id(), precheck, apply,
+                                 [&] { env_.runtime.egress_deleted(req.egress_id()); });
 }
 
 Result<ctrl::UpdateEgressLabelsResponse> EgressService::update_labels(const ctrl::UpdateEgressLabelsRequest& req) {

@@ -100,9 +100,9 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     *resp.mutable_workspace() = w;
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(), precheck, apply);
+  auto r = env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(), precheck, apply,
+                                   [&] { apply_to_runtime(created, 0); });
   if (!r.ok()) return r;
-  if (!created.workspace_id().empty()) apply_to_runtime(created, 0);
   *r->mutable_workspace() = with_status(r->workspace());
   return r;
 }
@@ -172,32 +172,30 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
     return resp;
   };
   auto r = env_.commands.run<Resp>(kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck,
-                                   apply);
+                                   apply, [&] {
+                                     if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
+                                   });
   if (!r.ok()) return r;
-  if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
   *r->mutable_workspace() = with_status(r->workspace());
   return r;
 }
 
 Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::DeleteWorkspaceRequest& req) {
   using Resp = ctrl::DeleteWorkspaceResponse;
-  bool deleted = false;
   auto precheck = [&]() -> Status { return require_id(req.workspace_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
     auto cur = must_load(txn, req.workspace_id());
     if (!cur.ok()) return std::move(cur).error();
     KIB_TRY(txn.mark_deleted(store::Kind::workspace, req.workspace_id()));
     KIB_TRY(txn.set_refs(req.workspace_id(), {}));
-    deleted = true;
     return Resp();
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("DeleteWorkspace"), req, req.command_id(), precheck, apply);
-  if (r.ok() && deleted) {
-    env_.runtime.workspace_deleted(req.workspace_id());
-    std::lock_guard<std::mutex> g(errors_mu_);
-    apply_errors_.erase(req.workspace_id());
-  }
-  return r;
+  return env_.commands.run<Resp>(kService + std::string("DeleteWorkspace"), req, req.command_id(), precheck, apply,
+                                 [&] {
+                                   env_.runtime.workspace_deleted(req.workspace_id());
+                                   std::lock_guard<std::mutex> g(errors_mu_);
+                                   apply_errors_.erase(req.workspace_id());
+                                 });
 }
 
 Result<ctrl::UpdateWorkspaceLabelsResponse> WorkspaceService::update_labels(

@@ -1,5 +1,8 @@
 // Concurrency: CAS updates from several clients.
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -88,4 +91,87 @@ TEST_CASE("ListEgresses: paging while another client creates and deletes never r
   std::set<std::string> unique(seen.begin(), seen.end());
   CHECK(unique.size() == seen.size());
   for (const auto& s : survivors) CHECK(unique.count(s) == 1);
+}
+
+namespace {
+
+// Holds the runtime call whose line starts with `held` until a call starting with
+// `other` came, or 300 ms passed (the agent must keep that one waiting for the first).
+struct HeldPublish {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool other_seen = false;
+
+  std::function<void(const std::string&)> hook(std::string held, std::string other) {
+    return [this, held, other](const std::string& line) {
+      std::unique_lock<std::mutex> lk(mu);
+      if (line.rfind(other, 0) == 0) {
+        other_seen = true;
+        cv.notify_all();
+      } else if (line.rfind(held, 0) == 0) {
+        cv.wait_for(lk, std::chrono::milliseconds(300), [this] { return other_seen; });
+      }
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Concurrency: two UpdateEgress on two connections reach the runtime in the order they were stored") {
+  Harness h;
+  auto e = h.create_egress(socks5("203.0.113.1:1080"));
+  REQUIRE(e.ok());
+  const std::string id = e->egress().egress_id();
+  HeldPublish held;
+  h.runtime.before_record = held.hook("egress_published " + id + " r2", "egress_published " + id + " r3");
+  std::thread first([&] { CHECK(h.update_egress(id, 1, socks5("203.0.113.2:1080")).ok()); });
+  // The second update is stored only after the first (it expects revision 2).
+  Result<ctrl::UpdateEgressResponse> second = Error{Code::aborted, "not yet"};
+  for (int i = 0; i < 200 && !second.ok(); ++i) {
+    second = h.update_egress(id, 2, socks5("203.0.113.3:1080"));
+    if (!second.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  first.join();
+  REQUIRE(second.ok());
+  h.runtime.before_record = nullptr;
+  // The data plane must end on revision 3, the stored one, not on the late revision 2.
+  REQUIRE(h.runtime.last_published());
+  CHECK(h.runtime.last_published()->revision == 3);
+  auto ev = h.runtime.events();
+  auto r2 = std::find_if(ev.begin(), ev.end(), [&](auto& l) { return l.find(" r2 ") != std::string::npos; });
+  auto r3 = std::find_if(ev.begin(), ev.end(), [&](auto& l) { return l.find(" r3 ") != std::string::npos; });
+  REQUIRE(r2 != ev.end());
+  REQUIRE(r3 != ev.end());
+  CHECK(r2 < r3);
+}
+
+TEST_CASE("Concurrency: two UpdateNetworkPolicy on two connections reach the runtime in the order they were stored") {
+  Harness h;
+  auto e = h.create_egress(socks5("203.0.113.1:1080"));
+  REQUIRE(e.ok());
+  auto policy = [&](const std::string& cidr) {
+    ctrl::NetworkPolicy p;
+    p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+    auto* r = p.add_egresses();
+    r->set_egress_id(e->egress().egress_id());
+    r->add_destinations(cidr);
+    return p;
+  };
+  auto w = h.create_workspace("/proc/self/ns/net", policy("198.51.100.0/24"));
+  REQUIRE(w.ok());
+  const std::string id = w->workspace().workspace_id();
+  HeldPublish held;
+  h.runtime.before_record = held.hook("workspace_applied " + id + " /proc/self/ns/net r2",
+                                      "workspace_applied " + id + " /proc/self/ns/net r3");
+  std::thread first([&] { CHECK(h.update_policy(id, 1, policy("192.0.2.0/24")).ok()); });
+  Result<ctrl::UpdateNetworkPolicyResponse> second = Error{Code::aborted, "not yet"};
+  for (int i = 0; i < 200 && !second.ok(); ++i) {
+    second = h.update_policy(id, 2, policy("203.0.113.0/24"));
+    if (!second.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  first.join();
+  REQUIRE(second.ok());
+  h.runtime.before_record = nullptr;
+  // The runtime reports what it applied last: revision 3, the stored one.
+  CHECK(h.runtime.workspace_status(id).applied_revision() == 3);
 }

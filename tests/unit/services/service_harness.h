@@ -46,12 +46,15 @@ class TempDir {
 };
 
 // Records every call, in order, as a short line; keeps the last EgressRevision.
+// before_record, when set, runs first with the line (a test holds a call there).
 class RecordingRuntime final : public Runtime {
  public:
   void egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) override {
+    std::string e = "egress_published " + rev->egress_id + " r" + std::to_string(rev->revision) + " drain " +
+                    std::to_string(drain_seconds);
+    if (before_record) before_record(e);
     std::lock_guard<std::mutex> g(mu_);
-    events_.push_back("egress_published " + rev->egress_id + " r" + std::to_string(rev->revision) + " drain " +
-                      std::to_string(drain_seconds));
+    events_.push_back(std::move(e));
     last_published_ = rev;
   }
   void egress_deleted(const std::string& id) override { record("egress_deleted " + id); }
@@ -86,6 +89,8 @@ class RecordingRuntime final : public Runtime {
     std::lock_guard<std::mutex> g(mu_);
     events_.clear();
   }
+  std::function<void(const std::string&)> before_record;
+
   EgressRevisionPtr last_published() const {
     std::lock_guard<std::mutex> g(mu_);
     return last_published_;
@@ -97,6 +102,7 @@ class RecordingRuntime final : public Runtime {
 
  private:
   void record(std::string e) {
+    if (before_record) before_record(e);
     std::lock_guard<std::mutex> g(mu_);
     events_.push_back(std::move(e));
   }
@@ -257,7 +263,7 @@ class Harness {
  private:
   bool real_resolver_;
   std::mutex clock_mu_;
-  int commands_ = 0;
+  std::atomic<int> commands_{0};  // tests call from several threads
 };
 
 inline ctrl::EgressSpec socks5(const std::string& address, const std::string& user = "", const std::string& pass = "") {
