@@ -51,6 +51,9 @@ uint64_t min_of(const std::vector<uint64_t>& v) {
   return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
 }
 
+// A counter the loops move up and down, read while they run.
+uint64_t non_negative(const std::atomic<int64_t>& n) { return static_cast<uint64_t>(std::max<int64_t>(0, n.load())); }
+
 }  // namespace
 
 Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config& config,
@@ -224,18 +227,22 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
   std::string err = e.error.empty() ? attacher_.health(workspace_id) : e.error;
   if (!err.empty()) s.set_error(err);
   std::set<std::string> seen;
-  for (const auto& r : e.policy.egresses()) {
-    if (!seen.insert(r.egress_id()).second) continue;
+  auto add = [&](const std::string& id, const EgressStats* st) {
     auto* es = s.add_egresses();
-    es->set_egress_id(r.egress_id());
-    auto ack = egress_acks_.find(r.egress_id());
+    es->set_egress_id(id);
+    auto ack = egress_acks_.find(id);
     if (ack != egress_acks_.end()) es->set_applied_revision(min_of(ack->second));
-    if (auto st = e.stats->find(r.egress_id())) {
-      es->set_active_connections(static_cast<uint64_t>(std::max<int64_t>(0, st->active.load())));
-      es->set_draining_connections(static_cast<uint64_t>(std::max<int64_t>(0, st->draining.load())));
-      es->set_last_error(st->error());
-    }
-  }
+    if (st == nullptr) return;
+    es->set_active_connections(non_negative(st->active));
+    es->set_draining_connections(non_negative(st->draining));
+    es->set_last_error(st->error());
+  };
+  for (const auto& r : e.policy.egresses())
+    if (seen.insert(r.egress_id()).second) add(r.egress_id(), e.stats->find(r.egress_id()).get());
+  // An Egress the policy dropped is listed while connections still drain through it.
+  e.stats->for_each([&](const std::string& id, const EgressStats& st) {
+    if (!seen.count(id) && non_negative(st.active) + non_negative(st.draining) > 0) add(id, &st);
+  });
   return s;
 }
 
@@ -244,14 +251,8 @@ RuntimeCounts DataplaneRuntime::counts() const {
   std::lock_guard lk(mu_);
   c.active_connections = static_cast<uint64_t>(std::max<int64_t>(0, total_connections_.load()));
   uint64_t draining = 0;
-  std::set<std::string> seen;
-  for (const auto& [id, e] : workspaces_) {
-    seen.clear();
-    for (const auto& r : e.policy.egresses()) {
-      if (!seen.insert(r.egress_id()).second) continue;
-      if (auto st = e.stats->find(r.egress_id())) draining += static_cast<uint64_t>(std::max<int64_t>(0, st->draining.load()));
-    }
-  }
+  for (const auto& [id, e] : workspaces_)
+    e.stats->for_each([&](const std::string&, const EgressStats& st) { draining += non_negative(st.draining); });
   c.draining_connections = draining;
   c.active_connections -= std::min(c.active_connections, draining);
   return c;

@@ -41,6 +41,13 @@ class WorkspaceStats {
     auto it = by_egress_.find(id);
     return it == by_egress_.end() ? nullptr : it->second;
   }
+  // fn(egress_id, stats) for every Egress this Workspace has routed through, also
+  // those its policy no longer names (their connections may still drain).
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, st] : by_egress_) fn(id, *st);
+  }
   std::atomic<int64_t> connections{0};  // this workspace's, for its cap
   std::atomic<uint64_t> refused_over_limit{0};
   std::atomic<uint64_t> refused_uncovered{0};

@@ -36,17 +36,29 @@ void fill_dns(const WorkspaceDnsStatus& s, ctrl::DnsStatus& out) {
   for (const auto& r : s.resolvers) fill_resolver(r, *out.add_resolvers());
 }
 
+// The policy's Egress entry of a resolver's Egress; an Egress only resolvers use gets
+// one too (its applied revision is then what DNS holds, it has no guest connections).
+ctrl::EgressStatus& egress_entry(ctrl::NetworkPolicyStatus& status, const ResolverState& r) {
+  for (auto& e : *status.mutable_egresses())
+    if (e.egress_id() == r.egress_id) return e;
+  auto* e = status.add_egresses();
+  e->set_egress_id(r.egress_id);
+  e->set_applied_revision(r.egress_held);
+  return *e;
+}
+
 }  // namespace
 
 void add_dns_status(const WorkspaceDnsStatus& dns, ctrl::NetworkPolicyStatus& status) {
   if (dns.resolvers.empty()) return;
   fill_dns(dns, *status.mutable_dns());
   for (const auto& r : dns.resolvers) {
-    if (r.egress_id.empty() || r.last_error.empty()) continue;
-    for (auto& e : *status.mutable_egresses()) {
-      if (e.egress_id() == r.egress_id && e.last_error().empty())
-        e.set_last_error("dns " + resolver_label(r) + ": " + r.last_error);
-    }
+    if (r.egress_id.empty()) continue;
+    auto& e = egress_entry(status, r);
+    // A revision is applied once DNS and the connections both use it.
+    e.set_applied_revision(std::min(e.applied_revision(), r.egress_held));
+    if (!r.last_error.empty() && e.last_error().empty())
+      e.set_last_error("dns " + resolver_label(r) + ": " + r.last_error);
   }
 }
 

@@ -298,6 +298,9 @@ WorkspaceDnsStatus WorkspaceDns::status() const {
     st.address = r.address.to_string();
     st.state = "idle";
     st.egress_id = r.egress_id;
+    if (!r.egress_id.empty()) {
+      if (auto target = egresses_(r.egress_id)) st.egress_held = target->revision_number();
+    }
     for (const auto& [token, slot] : slots_) {
       if (slot.resolver != i || slot.drain_deadline_ms != 0 || !slot.channel || slot.tcp != r.tcp) continue;
       st.state = slot.channel->state();

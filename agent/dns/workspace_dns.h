@@ -44,6 +44,7 @@ struct ResolverState {
   std::string state;          // "idle", "connecting", "associating", "ready", "associated"
   std::string relay_address;  // of an association, else empty
   uint64_t egress_revision = 0;
+  uint64_t egress_held = 0;  // the Egress revision a new channel opens with; 0: none held
   std::string last_error;
 };
 

@@ -173,6 +173,32 @@ def test_status_counts_queries_and_answers_and_shows_the_association(dns_env):
     assert field(field(shown_dns, "resolvers")[0], "state") == "associated", shown
 
 
+def egress_entries(agent, wid):
+    return {field(e, "egress_id"): e for e in field(policy_status(agent, wid), "egresses", []) or []}
+
+
+def test_an_egress_only_a_resolver_uses_has_a_status_entry_that_follows_its_updates(env):
+    lab, ws, agent, upstream, up4 = env
+    dx.start_dante_udp(lab, 1080)
+    egress = create_egress(agent, f"{lab.socks_v4}:1080")
+    wid = workspace_id(create_workspace(agent, ws, [{"udp": {"address": f"{up4}:53"}, "egress_id": egress}]))
+    entry = dx.labmod.wait_for(lambda: egress_entries(agent, wid).get(egress), timeout=10,
+                               what="an entry for the resolver's Egress")
+    assert num(entry, "applied_revision") == 1, entry
+    assert dx.dig_short(lab, ws, lab.internet_v4(99), dx.TEST_NAME) == dx.TEST_V4
+    dx.start_dante_udp(lab, 1081)
+    call(agent, "kibotos.ctrl.v1.EgressService/UpdateEgress", {
+        "egress_id": egress, "expected_revision": 1, "drain_seconds": 0,
+        "spec": {"socks5": {"address": f"{lab.socks_v4}:1081"}, "udp_enabled": True}})
+    entry = dx.labmod.wait_for(lambda: num(egress_entries(agent, wid).get(egress), "applied_revision") == 2
+                               and egress_entries(agent, wid)[egress], timeout=10, what="revision 2 applied")
+    assert num(entry, "active_connections") == 0 and num(entry, "draining_connections") == 0, entry
+    # The queries now go through revision 2.
+    assert dx.dig_short(lab, ws, lab.internet_v4(99), dx.TEST_NAME) == dx.TEST_V4
+    [r] = field(dns_status(agent, wid), "resolvers")
+    assert num(r, "egress_revision") == 2, r
+
+
 def test_status_counts_a_black_holed_resolver_as_timeouts(dns_env):
     lab, ws, agent, upstream, up4 = dns_env
     hole = lab.internet_v4(66)

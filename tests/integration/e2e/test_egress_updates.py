@@ -49,6 +49,16 @@ def test_delete_egress_is_failed_precondition_while_referenced_and_succeeds_afte
                       e2e.policy((other, [e2e.covered(lab) + "/32"])), drain_seconds=600)
     e2e.wait_applied(agent, attached.workspace_id, 2, other, 1)
     assert e2e.peer(lab, ws, e2e.covered(lab)) == e2e.second_socks_out(lab)
+    # The dropped Egress keeps a status entry while its connection drains, and
+    # GetAgent counts that connection as draining, not active.
+    dropped = e2e.egress_status(e2e.policy_status(agent, attached.workspace_id), attached.egress_id)
+    assert (e2e.num(dropped, "active_connections"), e2e.num(dropped, "draining_connections")) == (0, 1), dropped
+
+    def agent_counts():
+        a = e2e.ok(e2e.call(agent, "kibotos.ctrl.v1.AgentService/GetAgent", {}))["agent"]
+        return e2e.num(a, "active_connections"), e2e.num(a, "draining_connections")
+    e2e.labmod.wait_for(lambda: agent_counts() == (0, 1), timeout=10,
+                        what="GetAgent to count 0 active and 1 draining")
 
     # No longer referenced: the delete succeeds and closes what still drains through it.
     t0 = e2e.now()

@@ -2,6 +2,8 @@
 // proto field; the association error still shows on its Egress's entry.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include "agent/dns/dns_status.h"
 
 using namespace kib::dns;
@@ -101,6 +103,38 @@ TEST_CASE("an association's error is shown on its Egress's status entry") {
   add_dns_status(sample(), st);
   CHECK(st.egresses(0).last_error() == "dns udp 10.0.0.53:53 via e1: association: socks5: auth_failed");
   CHECK(st.egresses(1).last_error().empty());
+}
+
+TEST_CASE("an Egress only resolvers use gets an entry: the revision DNS holds, the error, no connections") {
+  auto dns = sample();
+  dns.resolvers[0].egress_held = 6;
+  ctrl::NetworkPolicyStatus st;
+  add_dns_status(dns, st);
+  REQUIRE(st.egresses_size() == 1);  // the second resolver has no Egress
+  const auto& e = st.egresses(0);
+  CHECK(e.egress_id() == "e1");
+  CHECK(e.applied_revision() == 6);
+  CHECK(e.last_error() == "dns udp 10.0.0.53:53 via e1: association: socks5: auth_failed");
+  CHECK(e.active_connections() == 0);
+  CHECK(e.draining_connections() == 0);
+}
+
+TEST_CASE("an Egress a route and a resolver use reports a revision once both apply it") {
+  for (auto [route, held, want] : {std::tuple<uint64_t, uint64_t, uint64_t>{7, 6, 6}, {6, 7, 6}, {7, 7, 7}}) {
+    CAPTURE(route);
+    CAPTURE(held);
+    auto dns = sample();
+    dns.resolvers[0].egress_held = held;
+    ctrl::NetworkPolicyStatus st;
+    auto* e = st.add_egresses();
+    e->set_egress_id("e1");
+    e->set_applied_revision(route);
+    e->set_active_connections(4);
+    add_dns_status(dns, st);
+    REQUIRE(st.egresses_size() == 1);
+    CHECK(e->applied_revision() == want);
+    CHECK(e->active_connections() == 4);
+  }
 }
 
 TEST_CASE("an Egress's own error is not replaced by a DNS one") {
