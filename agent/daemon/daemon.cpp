@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/get_route.h"
 #include "agent/api/http/http_server.h"
 #include "agent/daemon/effective_config.h"
 #include "agent/daemon/logging.h"
@@ -54,7 +55,12 @@ int serve(const Config& config) {
     spdlog::error("cannot start: {}", wiring.error().message);
     return 1;
   }
-  api::ConnectHandler handler(registry, config.api.max_body_bytes);
+  api::ConnectHandler connect(registry, config.api.max_body_bytes);
+  api::ControlPlane* plane = wiring->control_plane.get();
+  api::GetRoute handler("/metrics", "text/plain; version=0.0.4; charset=utf-8", [plane]() -> Result<std::string> {
+    if (plane == nullptr) return Error{Code::unimplemented, "this build has no control plane"};
+    return plane->metrics_text();
+  }, connect);
   api::HttpServer server(config.api, handler);
   if (auto st = server.start(); !st.ok()) {
     spdlog::error("cannot start: {}", st.error().message);

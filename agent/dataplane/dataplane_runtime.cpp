@@ -258,6 +258,22 @@ RuntimeCounts DataplaneRuntime::counts() const {
   return c;
 }
 
+std::vector<WorkspaceMetrics> DataplaneRuntime::metrics() const {
+  std::vector<WorkspaceMetrics> out;
+  std::lock_guard lk(mu_);
+  for (const auto& [id, e] : workspaces_) {
+    WorkspaceMetrics& m = out.emplace_back();
+    m.workspace_id = id;
+    m.refused_over_limit = e.stats->refused_over_limit.load();
+    m.refused_uncovered = e.stats->refused_uncovered.load();
+    e.stats->for_each([&](const std::string& egress_id, const EgressStats& st) {
+      m.egresses.push_back(EgressMetrics{egress_id, non_negative(st.active), non_negative(st.draining),
+                                         st.dial_failures.load(), st.dial_refusals.load()});
+    });
+  }
+  return out;
+}
+
 void DataplaneRuntime::ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) {
   std::lock_guard lk(mu_);
   auto it = egress_acks_.find(egress_id);

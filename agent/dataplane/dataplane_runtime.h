@@ -32,6 +32,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   void workspace_deleted(const std::string& workspace_id) override;
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;
+  std::vector<WorkspaceMetrics> metrics() const override;
 
   unsigned loops() const { return static_cast<unsigned>(workers_.size()); }
 

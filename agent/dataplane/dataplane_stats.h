@@ -14,6 +14,7 @@ struct EgressStats {
   std::atomic<int64_t> active{0};
   std::atomic<int64_t> draining{0};
   std::atomic<uint64_t> dial_failures{0};
+  std::atomic<uint64_t> dial_refusals{0};  // failures because every address was refused
   mutable std::mutex mu;
   std::string last_error;
 

@@ -331,10 +331,11 @@ Status Worker::check_address(const policy::IpAddress& a) { return opts_.address_
 
 void Worker::on_established(relay::RelayConnection&) {}
 
-void Worker::on_dial_failed(relay::RelayConnection& c, const std::string& reason) {
+void Worker::on_dial_failed(relay::RelayConnection& c, const std::string& reason, bool refused) {
   auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
   EgressStats& es = stats_for(ws, c.target().egress_id());
   es.dial_failures.fetch_add(1, std::memory_order_relaxed);
+  if (refused) es.dial_refusals.fetch_add(1, std::memory_order_relaxed);
   es.set_error(reason);
 }
 

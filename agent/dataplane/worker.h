@@ -79,7 +79,7 @@ class Worker final : private relay::ConnectionObserver {
   void resolve(relay::RelayConnection& c, const std::string& host) override;
   Status check_address(const policy::IpAddress& a) override;
   void on_established(relay::RelayConnection& c) override;
-  void on_dial_failed(relay::RelayConnection& c, const std::string& reason) override;
+  void on_dial_failed(relay::RelayConnection& c, const std::string& reason, bool refused) override;
   void on_out_of_resources(int err) override;
   void on_closed(relay::RelayConnection& c) override;
   void on_released(relay::RelayConnection& c) override;

@@ -108,7 +108,7 @@ void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) 
     if (st.ok()) hs_->addresses.push_back(a);
     else hs_->last_error = st.error().message;
   }
-  if (hs_->addresses.empty()) return dial_failed("refused endpoint address: " + hs_->last_error);
+  if (hs_->addresses.empty()) return dial_failed("refused endpoint address: " + hs_->last_error, /*refused=*/true);
   connect_next();
 }
 
@@ -673,9 +673,9 @@ void RelayConnection::drain_until(uint64_t deadline_ms) {
   rearm_timer();
 }
 
-void RelayConnection::dial_failed(const std::string& reason) {
+void RelayConnection::dial_failed(const std::string& reason, bool refused) {
   if (phase_ == Phase::closing) return;
-  obs_.on_dial_failed(*this, reason);
+  obs_.on_dial_failed(*this, reason, refused);
   close(true);  // "a refused or failed dial resets the guest connection"
 }
 

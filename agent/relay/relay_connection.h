@@ -28,7 +28,8 @@ class ConnectionObserver {
   // The special-purpose check (with the config's exemptions): ok, or why not.
   virtual Status check_address(const policy::IpAddress& a) = 0;
   virtual void on_established(RelayConnection& c) = 0;
-  virtual void on_dial_failed(RelayConnection& c, const std::string& reason) = 0;
+  // refused: every address of the endpoint failed the special-purpose check.
+  virtual void on_dial_failed(RelayConnection& c, const std::string& reason, bool refused) = 0;
   // Opening the upstream socket failed for want of descriptors or socket memory
   // (errno err): the owner should stop accepting until they return.
   virtual void on_out_of_resources(int err) = 0;
@@ -164,7 +165,7 @@ class RelayConnection final : private uring::Completion,
   void arm_poll(int side, unsigned tag, unsigned mask);
   void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
   void release_flow_buffer(Flow& f);
-  void dial_failed(const std::string& reason);
+  void dial_failed(const std::string& reason, bool refused = false);
   void close(bool reset);
   void maybe_release();
   void rearm_timer();

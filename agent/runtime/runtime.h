@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/common/result.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -28,6 +29,22 @@ struct RuntimeCounts {
   uint64_t draining_connections = 0;
 };
 
+// Counters of one Egress as one Workspace uses it, since this process attached it.
+struct EgressMetrics {
+  std::string egress_id;
+  uint64_t active_connections = 0;
+  uint64_t draining_connections = 0;
+  uint64_t dial_failures = 0;  // guest connections whose dial failed, refusals included
+  uint64_t dial_refusals = 0;  // ... because every endpoint address was special-purpose
+};
+
+struct WorkspaceMetrics {
+  std::string workspace_id;
+  uint64_t refused_over_limit = 0;  // guest connections reset at a connection cap
+  uint64_t refused_uncovered = 0;   // ... that no route of the policy covers (a rule race)
+  std::vector<EgressMetrics> egresses;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -44,6 +61,8 @@ class Runtime {
   virtual void workspace_deleted(const std::string& workspace_id) = 0;
   virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
   virtual RuntimeCounts counts() const = 0;
+  // Every attached Workspace's counters (the metrics endpoint); none without a data plane.
+  virtual std::vector<WorkspaceMetrics> metrics() const { return {}; }
 };
 
 }  // namespace kib

@@ -91,6 +91,23 @@ def decode_json(data):
         return {"_raw": data.decode(errors="replace")}
 
 
+def parse_metrics(text):
+    """The Prometheus text format's samples (no label value here holds `,` or `"`)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, value = line.rsplit(" ", 1)
+        name, _, labels = key.partition("{")
+        pairs = [p.split("=", 1) for p in labels.rstrip("}").split(",") if p]
+        out[(name, frozenset((k, v.strip('"')) for k, v in pairs))] = float(value)
+    return out
+
+
+def metric(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())))
+
+
 class Agent:
     """One kibotos-agent process with its own temporary socket, state dir and log."""
 
@@ -203,6 +220,23 @@ class Agent:
             return connect_call(conn, method, body, content_type, headers)
         finally:
             conn.close()
+
+    def get(self, path, timeout=10.0):
+        """A plain GET (the metrics endpoint): (http_status, headers dict, body text)."""
+        conn = self.connection(timeout)
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+        finally:
+            conn.close()
+
+    def metrics(self):
+        """GET /metrics parsed: {(name, frozenset of (label, value)): float}."""
+        status, headers, text = self.get("/metrics")
+        assert status == 200, (status, text)
+        assert headers["content-type"].startswith("text/plain; version=0.0.4"), headers
+        return parse_metrics(text)
 
     def has_method(self, method):
         status, body = self.call(method, {})

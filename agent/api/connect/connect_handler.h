@@ -10,16 +10,16 @@
 
 namespace kib::api {
 
-class ConnectHandler {
+class ConnectHandler final : public HttpHandler {
  public:
   // registry must outlive the handler; it is read-only once serving starts.
   ConnectHandler(const MethodRegistry& registry, size_t max_body_bytes)
       : registry_(registry), max_body_bytes_(max_body_bytes) {}
 
   // Never throws: handler exceptions become `internal`.
-  HttpResponse handle(const HttpRequest& request) const;
+  HttpResponse handle(const HttpRequest& request) const override;
 
-  size_t max_body_bytes() const { return max_body_bytes_; }
+  size_t max_body_bytes() const override { return max_body_bytes_; }
 
  private:
   HttpResponse dispatch(const HttpRequest& request) const;

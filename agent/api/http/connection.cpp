@@ -8,7 +8,7 @@
 
 namespace kib::api {
 
-void serve_connection(ByteStream& stream, const ConnectHandler& handler, const std::string& peer) {
+void serve_connection(ByteStream& stream, const HttpHandler& handler, const std::string& peer) {
   static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   std::string initial;
   char buf[4096];

@@ -3,11 +3,11 @@
 // preface ("PRI * HTTP/2.0", prior knowledge or after ALPN "h2"), HTTP/1.1 otherwise.
 #include <string>
 
-#include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
 
 namespace kib::api {
 
-void serve_connection(ByteStream& stream, const ConnectHandler& handler, const std::string& peer);
+void serve_connection(ByteStream& stream, const HttpHandler& handler, const std::string& peer);
 
 }  // namespace kib::api

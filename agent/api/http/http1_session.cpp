@@ -17,7 +17,7 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-Http1Session::Http1Session(ByteStream& stream, const ConnectHandler& handler, std::string peer)
+Http1Session::Http1Session(ByteStream& stream, const HttpHandler& handler, std::string peer)
     : stream_(stream), handler_(handler), peer_(std::move(peer)) {
   http_parser_init(&parser_, HTTP_REQUEST);
   parser_.data = this;

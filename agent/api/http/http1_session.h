@@ -7,14 +7,14 @@
 #include <string>
 #include <string_view>
 
-#include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
 
 namespace kib::api {
 
 class Http1Session {
  public:
-  Http1Session(ByteStream& stream, const ConnectHandler& handler, std::string peer);
+  Http1Session(ByteStream& stream, const HttpHandler& handler, std::string peer);
   // Serves until the peer closes, times out, errs, or a response closes the connection.
   // `initial` holds bytes already read from the stream.
   void serve(std::string_view initial);
@@ -44,7 +44,7 @@ class Http1Session {
   static int on_message_complete(http_parser* p);
 
   ByteStream& stream_;
-  const ConnectHandler& handler_;
+  const HttpHandler& handler_;
   std::string peer_;
   http_parser parser_;
   http_parser_settings settings_;

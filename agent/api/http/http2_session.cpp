@@ -18,7 +18,7 @@ nghttp2_nv make_nv(const std::string& name, const std::string& value) {
 
 }  // namespace
 
-Http2Session::Http2Session(ByteStream& stream, const ConnectHandler& handler, std::string peer)
+Http2Session::Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer)
     : stream_(stream), handler_(handler), peer_(std::move(peer)) {}
 
 bool Http2Session::start() {

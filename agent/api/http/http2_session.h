@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
 
 namespace kib::api {
@@ -22,7 +22,7 @@ using Nghttp2SessionPtr = std::unique_ptr<nghttp2_session, Nghttp2SessionDel>;
 
 class Http2Session {
  public:
-  Http2Session(ByteStream& stream, const ConnectHandler& handler, std::string peer);
+  Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer);
   // Serves until the peer closes, times out or errs. `initial` holds bytes already
   // read (the client preface, at least its start).
   void serve(std::string_view initial);
@@ -60,7 +60,7 @@ class Http2Session {
                            nghttp2_data_source* source, void*);
 
   ByteStream& stream_;
-  const ConnectHandler& handler_;
+  const HttpHandler& handler_;
   std::string peer_;
   Nghttp2SessionPtr session_;
   std::map<int32_t, std::unique_ptr<Stream>> streams_;

@@ -1,6 +1,7 @@
 #pragma once
 // One HTTP request and its response, independent of the wire version (HTTP/1.1 or
 // HTTP/2). Header names are lower case, as HTTP/2 sends them.
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,18 @@ struct HttpResponse {
   int status = 200;
   HttpHeaders headers;  // lower-case names; content-length is added by the transport
   std::string body;
+};
+
+// What answers the requests the transports parse.
+class HttpHandler {
+ public:
+  // Never throws.
+  virtual HttpResponse handle(const HttpRequest& request) const = 0;
+  // The largest body it accepts; the transports stop reading beyond it.
+  virtual size_t max_body_bytes() const = 0;
+
+ protected:
+  ~HttpHandler() = default;
 };
 
 // The reason phrase HTTP/1.1 puts after the status code.

@@ -29,7 +29,7 @@ std::string unix_peer(int fd) {
 
 }  // namespace
 
-HttpServer::HttpServer(ApiConfig config, const ConnectHandler& handler)
+HttpServer::HttpServer(ApiConfig config, const HttpHandler& handler)
     : config_(std::move(config)), handler_(handler) {}
 
 HttpServer::~HttpServer() { stop(); }

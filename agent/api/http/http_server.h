@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/api/connect/connect_handler.h"
+#include "agent/api/http/http_message.h"
 #include "agent/api/http/tls_context.h"
 #include "agent/api/http/unix_listener.h"
 #include "agent/common/result.h"
@@ -22,7 +22,7 @@ namespace kib::api {
 class HttpServer {
  public:
   // handler must outlive the server.
-  HttpServer(ApiConfig config, const ConnectHandler& handler);
+  HttpServer(ApiConfig config, const HttpHandler& handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -52,7 +52,7 @@ class HttpServer {
   size_t active_connections();
 
   ApiConfig config_;
-  const ConnectHandler& handler_;
+  const HttpHandler& handler_;
   std::optional<UnixListener> unix_;
   UniqueFd tls_listener_;
   std::unique_ptr<TlsContextHolder> tls_;

@@ -29,6 +29,8 @@ class ControlPlaneImpl final : public ControlPlane {
   // Egresses first: every Workspace policy names Egresses the runtime must know.
   // A store read error leaves the rest unpublished; the data plane then fails closed.
   // In store order: a write that commits meanwhile is published after this.
+  Result<std::string> metrics_text() override { return agent_.metrics_text(); }
+
   void publish_all() override {
     env_.commands.in_store_order([&] {
       if (egresses_.publish_all().ok()) (void)workspaces_.publish_all();

@@ -22,6 +22,8 @@ class ControlPlane {
   // Publishes every stored Egress and Workspace to the runtime (at start, after
   // open): the agent re-attaches what it had before a restart.
   virtual void publish_all() = 0;
+  // GET /metrics: the agent's counts and the data plane's counters, Prometheus text.
+  virtual Result<std::string> metrics_text() = 0;
 };
 
 }  // namespace kib::api

@@ -80,6 +80,20 @@ def test_get_agent_over_mtls_with_curl_http1_and_http2(tls_agent, pki):
         check_get_agent_json(json.loads(body))
 
 
+def test_metrics_over_mtls(tls_agent, pki):
+    conn = https(tls_agent, pki)
+    conn.request("GET", "/metrics")
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    assert r.status == 200, body
+    assert "\nkibotos_connections{state=\"active\"} 0\n" in body
+    with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
+        conn = https(tls_agent, pki, client=None)
+        conn.request("GET", "/metrics")
+        conn.getresponse().read()
+
+
 def test_no_client_certificate_gets_no_access(tls_agent, pki):
     out = curl_tls(tls_agent, pki, client=None)
     assert out.returncode != 0

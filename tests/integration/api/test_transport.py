@@ -11,7 +11,7 @@ import time
 import pytest
 
 from api_helpers import GET_AGENT, check_get_agent_json, python_protos, require_get_agent
-from kibotos_agent import connect_call, wait_for
+from kibotos_agent import connect_call, metric, wait_for
 
 UNKNOWN = "kibotos.ctrl.v1.AgentService/NoSuchMethod"
 
@@ -236,3 +236,32 @@ def test_malformed_http_is_400(agent):
     s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
     assert s.recv(4096).startswith(b"HTTP/1.1 400")
     s.close()
+
+
+# -- GET /metrics ------------------------------------------------------------------------
+def test_metrics_is_prometheus_text_with_the_counts_of_get_agent(agent):
+    require_get_agent(agent)
+    status, _, body = agent.call_raw(GET_AGENT, b"{}")
+    counts = json.loads(body)["agent"]
+    samples = agent.metrics()
+    assert metric(samples, "kibotos_workspaces") == int(counts.get("workspaceCount", 0))
+    assert metric(samples, "kibotos_egresses") == int(counts.get("egressCount", 0))
+    assert metric(samples, "kibotos_connections", state="active") == 0
+    assert metric(samples, "kibotos_connections", state="draining") == 0
+    assert metric(samples, "kibotos_uptime_seconds") > 0
+    # A stored Egress counts at once (storing one sends nothing anywhere).
+    status, body = agent.call("kibotos.ctrl.v1.EgressService/CreateEgress", {
+        "command_id": "metrics-1", "spec": {"socks5": {"address": "1.2.3.4:1080"}}})
+    assert status == 200, body
+    assert metric(agent.metrics(), "kibotos_egresses") == metric(samples, "kibotos_egresses") + 1
+
+
+def test_metrics_over_http2_and_only_with_get(agent):
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--unix-socket", agent.socket_path,
+                          "-w", "\n%{http_code} %{http_version}", "http://localhost/metrics"],
+                         capture_output=True, timeout=30, text=True)
+    body, _, tail = out.stdout.rpartition("\n")
+    assert tail.split() == ["200", "2"], out
+    assert "# TYPE kibotos_connections gauge" in body
+    status, headers, _ = connect_call(agent.connection(), "metrics", {})  # a POST
+    assert status == 405 and headers["allow"] == "GET"

@@ -39,15 +39,16 @@ def agent_config(lab):
     }
 
 
-def make_env(lab, agent_factory, dataplane=None):
+def make_env(lab, agent_factory, dataplane=None, egress=None):
     """The `env` fixture's lab: a guest/ws pair, the two destinations, dante on port
-    1080 and an agent (with `dataplane` config keys, if any)."""
+    1080 and an agent (with `dataplane` and `egress` config keys, if any)."""
     ws = lab.add_workspace()
     start_destinations(lab)
     dp.start_dante(lab, 1080)
     config = agent_config(lab)
     if dataplane:
         config["dataplane"] = dataplane
+    config["egress"].update(egress or {})
     agent = agent_factory(config=config)
     return types.SimpleNamespace(lab=lab, ws=ws, agent=agent, socks=f"{lab.socks_v4}:1080")
 

@@ -9,6 +9,7 @@ import types
 import pytest
 
 import e2e_env as e2e
+from kibotos_agent import metric
 
 if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
@@ -312,6 +313,36 @@ def test_a_refused_dial_resets_the_guest_and_shows_in_status(env):
     assert ok, line
     e2e.labmod.wait_for(lambda: e2e.field(e2e.egress_status(e2e.policy_status(agent, wid), eid), "last_error"),
                         timeout=10, what="the dial error in status")
+    samples = agent.metrics()
+    labels = {"workspace_id": wid, "egress_id": eid}
+    assert metric(samples, "kibotos_egress_dial_failures_total", **labels) == 1, samples
+    assert metric(samples, "kibotos_egress_dial_refusals_total", **labels) == 0, samples  # refused by the port
+
+
+def test_a_dial_to_a_special_purpose_address_is_refused_and_shows_in_status_and_metrics(lab, agent_factory, tmp_path):
+    # The endpoint's name resolves to the lab's SOCKS server when created, then to
+    # loopback: special purpose and not exempted, so the dial is refused.
+    answer = tmp_path / "answer"
+    answer.write_text(lab.socks_v4)
+    lab.popen(lab.socks, e2e.dp.PYTHON, os.path.join(e2e.dp.HERE, "tiny_dns.py"), lab.socks_v4, "5353", str(answer))
+    env = e2e.make_env(lab, agent_factory, egress={"resolvers": [f"{lab.socks_v4}:5353"]})
+    ws, agent = env.ws, env.agent
+    eid = e2e.field(e2e.create_egress(agent, "socks.test:1080"), "egress_id")
+    wid = e2e.field(e2e.ok(e2e.create_workspace(agent, ws.path, e2e.policy((eid, [e2e.covered(lab) + "/32"]))))
+                    ["workspace"], "workspace_id")
+    e2e.wait_applied(agent, wid, 1, eid, 1)
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    answer.write_text("127.0.0.1")
+    ok, line = e2e.dp.guest(lab, ws, "expect-reset", e2e.covered(lab), e2e.PORT, timeout=60)
+    assert ok, line
+    err = e2e.labmod.wait_for(lambda: e2e.field(e2e.egress_status(e2e.policy_status(agent, wid), eid), "last_error"),
+                              timeout=10, what="the refusal in status")
+    assert "127.0.0.1" in err, err
+    samples = agent.metrics()
+    labels = {"workspace_id": wid, "egress_id": eid}
+    assert metric(samples, "kibotos_egress_dial_refusals_total", **labels) == 1, samples
+    assert metric(samples, "kibotos_egress_dial_failures_total", **labels) == 1, samples
+    e2e.assert_clean_exit(agent)
 
 
 def test_concurrent_create_workspace_on_one_netns_attaches_it_once(env):

@@ -1,0 +1,88 @@
+// prometheus_text: the text exposition format (0.0.4) of the agent's counters.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "agent/api/services/metrics_text.h"
+
+using namespace kib;
+using namespace kib::api;
+
+namespace {
+
+std::vector<WorkspaceMetrics> two_workspaces() {
+  WorkspaceMetrics b;
+  b.workspace_id = "ws-b";
+  b.refused_over_limit = 5;
+  b.refused_uncovered = 6;
+  b.egresses.push_back(EgressMetrics{"eg-2", 11, 12, 13, 14});
+  b.egresses.push_back(EgressMetrics{"eg-1", 21, 22, 23, 24});
+  WorkspaceMetrics a;
+  a.workspace_id = "ws-a";
+  return {b, a};
+}
+
+// Every line is a comment or `name{labels} value` with a number for value.
+void check_well_formed(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  int samples = 0;
+  while (std::getline(in, line)) {
+    CAPTURE(line);
+    REQUIRE_FALSE(line.empty());
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
+    auto space = line.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    CHECK(line.rfind("kibotos_", 0) == 0);
+    std::size_t used = 0;
+    (void)std::stod(line.substr(space + 1), &used);
+    CHECK(used == line.size() - space - 1);
+    ++samples;
+  }
+  CHECK(samples > 0);
+  CHECK(text.back() == '\n');
+}
+
+}  // namespace
+
+TEST_CASE("metrics: totals, per-Egress counters and refusals, each under its own name and labels") {
+  AgentTotals t;
+  t.workspaces = 2;
+  t.egresses = 3;
+  t.connections = {7, 8};
+  t.uptime_seconds = 12.5;
+  const std::string text = prometheus_text(t, two_workspaces());
+  check_well_formed(text);
+  CHECK(text.find("\nkibotos_uptime_seconds 12.500\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_workspaces 2\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_egresses 3\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_connections{state=\"active\"} 7\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_connections{state=\"draining\"} 8\n") != std::string::npos);
+  const std::string l = "{workspace_id=\"ws-b\",egress_id=\"eg-2\"}";
+  CHECK(text.find("\nkibotos_egress_active_connections" + l + " 11\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_egress_draining_connections" + l + " 12\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_egress_dial_failures_total" + l + " 13\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_egress_dial_refusals_total" + l + " 14\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_guest_connections_refused_total{workspace_id=\"ws-b\",reason=\"over_limit\"} 5\n") !=
+        std::string::npos);
+  CHECK(text.find("\nkibotos_guest_connections_refused_total{workspace_id=\"ws-b\",reason=\"uncovered\"} 6\n") !=
+        std::string::npos);
+  CHECK(text.find("# TYPE kibotos_egress_dial_refusals_total counter\n") != std::string::npos);
+  CHECK(text.find("# TYPE kibotos_connections gauge\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: Workspaces and Egresses come sorted, so scrapes compare line by line") {
+  const std::string text = prometheus_text(AgentTotals{}, two_workspaces());
+  auto at = [&](const std::string& s) { return text.find(s); };
+  CHECK(at("workspace_id=\"ws-a\",reason=\"over_limit\"") < at("workspace_id=\"ws-b\",reason=\"over_limit\""));
+  CHECK(at("kibotos_egress_active_connections{workspace_id=\"ws-b\",egress_id=\"eg-1\"}") <
+        at("kibotos_egress_active_connections{workspace_id=\"ws-b\",egress_id=\"eg-2\"}"));
+}
+
+TEST_CASE("metrics: a label value's backslash, quote and line feed are escaped") {
+  WorkspaceMetrics w;
+  w.workspace_id = "a\\b\"c\nd";
+  const std::string text = prometheus_text(AgentTotals{}, {w});
+  check_well_formed(text);
+  CHECK(text.find("{workspace_id=\"a\\\\b\\\"c\\nd\",reason=\"uncovered\"} 0\n") != std::string::npos);
+}
