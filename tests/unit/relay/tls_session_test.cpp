@@ -7,8 +7,13 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <stdlib.h>
+
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,6 +172,85 @@ TEST_CASE("a certificate not chaining to ca_cert is refused") {
   REQUIRE(ctx.ok());
   auto s = TlsSession::create(*ctx);
   Server server(*cert);
+  CHECK(handshake(**s, server) == Io::error);
+  CHECK((*s)->last_error().find("verify") != std::string::npos);
+}
+
+// Stand-in system trust roots: SSL_CTX_set_default_verify_paths reads the file named by
+// SSL_CERT_FILE and the directory named by SSL_CERT_DIR, so a test can say what the
+// "system" trusts without depending on (or touching) the host's store.
+class FakeSystemRoots {
+ public:
+  explicit FakeSystemRoots(const std::string& pem) {
+    char tmpl[] = "/tmp/kibotos-roots-XXXXXX";
+    char* p = ::mkdtemp(tmpl);
+    REQUIRE(p != nullptr);
+    dir_ = p;
+    std::filesystem::create_directory(dir_ + "/certs");
+    std::ofstream(dir_ + "/roots.pem") << pem;
+    save("SSL_CERT_FILE", dir_ + "/roots.pem");
+    save("SSL_CERT_DIR", dir_ + "/certs");  // empty: nothing from the host's directory
+  }
+  ~FakeSystemRoots() {
+    for (const auto& [name, old] : saved_) {
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+ private:
+  void save(const std::string& name, const std::string& value) {
+    const char* old = ::getenv(name.c_str());
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  std::string dir_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_CASE("ca_cert replaces the system trust roots: the context trusts the given certificates only") {
+  auto system_root = make_cert("system root", "DNS:socks.test");
+  auto given1 = make_cert("given CA 1", "DNS:other.test");
+  auto given2 = make_cert("given CA 2", "DNS:other.test");
+  FakeSystemRoots roots(system_root->pem);
+  {
+    // Without ca_cert the system roots apply, and here they trust system_root.
+    auto ctx = TlsClientContext::create("socks.test", "");
+    REQUIRE(ctx.ok());
+    auto s = TlsSession::create(*ctx);
+    REQUIRE(s.ok());
+    Server server(*system_root);
+    REQUIRE(handshake(**s, server) == Io::ok);
+  }
+  auto ctx = TlsClientContext::create("socks.test", given1->pem + given2->pem);
+  REQUIRE(ctx.ok());
+  // The trust store holds exactly the given certificates: no system root beside them.
+  X509_STORE* store = SSL_CTX_get_cert_store((*ctx)->get());
+  REQUIRE(store != nullptr);
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
+  std::vector<X509*> trusted;
+  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
+    X509_OBJECT* o = sk_X509_OBJECT_value(objects, i);
+    CHECK(X509_OBJECT_get_type(o) == X509_LU_X509);  // no CRL either
+    if (X509* c = X509_OBJECT_get0_X509(o)) trusted.push_back(c);
+  }
+  CHECK(trusted.size() == 2);
+  auto holds = [&](X509* c) {
+    for (X509* t : trusted)
+      if (X509_cmp(t, c) == 0) return true;
+    return false;
+  };
+  CHECK(holds(given1->cert));
+  CHECK(holds(given2->cert));
+  CHECK_FALSE(holds(system_root->cert));
+  // And a server the system roots would accept is refused.
+  auto s = TlsSession::create(*ctx);
+  REQUIRE(s.ok());
+  Server server(*system_root);
   CHECK(handshake(**s, server) == Io::error);
   CHECK((*s)->last_error().find("verify") != std::string::npos);
 }

@@ -249,6 +249,13 @@ TEST_CASE("DeleteEgress: a deleted Egress is not_found to every read and every w
   l.set_egress_id(e.egress_id());
   l.set_expected_labels_revision(1);
   CHECK(code_of(h.labels(l)) == Code::not_found);
+  ctrl::UpdateEgressAnnotationsRequest a;
+  a.set_command_id("annotations-deleted");
+  a.set_egress_id(e.egress_id());
+  a.set_expected_annotations_revision(1);
+  (*a.mutable_annotations())["note"] = "x";
+  CHECK(code_of(h.annotations(a)) == Code::not_found);
+  CHECK(code_of(h.get_egress(e.egress_id())) == Code::not_found);
 }
 
 TEST_CASE("DeleteEgress: the runtime is told once the deletion is stored") {
@@ -489,6 +496,19 @@ TEST_CASE("ListEgresses: selector keys and values must satisfy the label rules")
   r.clear_label_selector();
   (*r.mutable_label_selector())["team"] = "bad value!";
   CHECK(code_of(h.list(r)) == Code::invalid_argument);
+}
+
+TEST_CASE("ListEgresses: a label_selector of more than 64 entries is invalid_argument") {
+  Harness h;
+  must_create(h, socks5("203.0.113.5:1080"));
+  ctrl::ListEgressesRequest r;
+  // 'k' + and std::string(1, 'v'): the GCC -Wrestrict note above.
+  for (int i = 0; i < 65; ++i) (*r.mutable_label_selector())['k' + std::to_string(i)] = std::string(1, 'v');
+  CHECK(code_of(h.list(r)) == Code::invalid_argument);
+  r.mutable_label_selector()->erase("k64");
+  auto l = h.list(r);
+  REQUIRE_MESSAGE(l.ok(), (l.ok() ? "" : l.error().message));
+  CHECK(l->egresses_size() == 0);
 }
 
 TEST_CASE("ListEgresses: paging while Egresses are created and deleted never repeats or skips an item") {

@@ -34,6 +34,15 @@ ctrl::NetworkPolicy udp_resolver_via(const std::string& egress_id) {
   return p;
 }
 
+ctrl::NetworkPolicy tcp_resolver_via(const std::string& egress_id) {
+  ctrl::NetworkPolicy p;
+  p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+  auto* r = p.add_resolvers();
+  r->mutable_tcp()->set_address("203.0.113.53:53");
+  r->set_egress_id(egress_id);
+  return p;
+}
+
 std::string egress(Harness& h, bool udp = false) {
   auto spec = socks5("203.0.113.5:1080");
   spec.set_udp_enabled(udp);
@@ -165,6 +174,29 @@ TEST_CASE("UpdateNetworkPolicy: the revision moves by one only when the content 
   CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 2);
 }
 
+TEST_CASE("UpdateNetworkPolicy: network_policy.revision is ignored; the server assigns it") {
+  Harness h;
+  std::string eg = egress(h);
+  auto w = must_create(h, through(eg));
+  h.runtime.clear();
+  // The same content under another revision number is the same policy: nothing moves.
+  auto same = through(eg);
+  same.set_revision(7);
+  auto u = h.update_policy(w.workspace_id(), 1, same);
+  REQUIRE_MESSAGE(u.ok(), (u.ok() ? "" : u.error().message));
+  CHECK(u->workspace().network_policy().revision() == 1);
+  CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 1);
+  CHECK(h.runtime.events().empty());
+  // New content counts from the stored revision, not from the one sent.
+  auto changed = isolated();
+  changed.set_revision(7);
+  auto c = h.update_policy(w.workspace_id(), 1, changed);
+  REQUIRE(c.ok());
+  CHECK(c->workspace().network_policy().revision() == 2);
+  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
+                                                       " r2 drain 600"});
+}
+
 TEST_CASE("UpdateEgress never changes the revision of a policy that references the Egress") {
   Harness h;
   std::string eg = egress(h);
@@ -195,6 +227,18 @@ TEST_CASE("DeleteEgress: a policy update that drops the reference releases the E
   CHECK(h.delete_egress(eg).ok());
 }
 
+TEST_CASE("DeleteEgress: a tcp Resolver's egress_id is a reference too: failed_precondition") {
+  Harness h;
+  std::string eg = egress(h, false);
+  auto w = must_create(h, tcp_resolver_via(eg));
+  CHECK(code_of(h.delete_egress(eg)) == Code::failed_precondition);
+  auto still = h.get_egress(eg);
+  REQUIRE(still.ok());
+  CHECK(still->egress().revision() == 1);
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  CHECK(h.delete_egress(eg).ok());
+}
+
 TEST_CASE("udp_enabled off while a udp Resolver of a non-deleted Workspace uses the Egress is failed_precondition") {
   Harness h;
   std::string eg = egress(h, true);
@@ -209,6 +253,20 @@ TEST_CASE("udp_enabled off while a udp Resolver of a non-deleted Workspace uses 
   REQUIRE(h.update_egress(eg, 1, moved).ok());
   REQUIRE(h.delete_workspace(w.workspace_id()).ok());
   CHECK(h.update_egress(eg, 2, off).ok());
+}
+
+TEST_CASE("udp_enabled off is allowed while only routes and tcp Resolvers use the Egress") {
+  Harness h;
+  std::string eg = egress(h, true);
+  auto p = through(eg);
+  *p.add_resolvers() = tcp_resolver_via(eg).resolvers(0);
+  auto w = must_create(h, p);
+  // Only a udp Resolver needs UDP ASSOCIATE: a route or a tcp Resolver goes through CONNECT.
+  auto u = h.update_egress(eg, 1, socks5("203.0.113.5:1080"));
+  REQUIRE_MESSAGE(u.ok(), (u.ok() ? "" : u.error().message));
+  CHECK(u->egress().revision() == 2);
+  CHECK_FALSE(h.get_egress(eg)->egress().spec().udp_enabled());
+  CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 1);
 }
 
 TEST_CASE("CreateWorkspace: when the runtime fails, the Workspace stays stored and status shows the error") {
@@ -237,6 +295,21 @@ TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtim
   CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
   CHECK(code_of(h.delete_workspace(w.workspace_id())) == Code::not_found);
   CHECK(code_of(h.update_policy(w.workspace_id(), 1, isolated())) == Code::not_found);
+  ctrl::UpdateWorkspaceLabelsRequest l;
+  l.set_command_id("labels-deleted");
+  l.set_workspace_id(w.workspace_id());
+  l.set_expected_labels_revision(1);
+  (*l.mutable_labels())["team"] = "a";
+  CHECK(code_of(h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels",
+                                                            l)) == Code::not_found);
+  ctrl::UpdateWorkspaceAnnotationsRequest a;
+  a.set_command_id("annotations-deleted");
+  a.set_workspace_id(w.workspace_id());
+  a.set_expected_annotations_revision(1);
+  (*a.mutable_annotations())["note"] = "x";
+  CHECK(code_of(h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
+            "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", a)) == Code::not_found);
+  CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
 }
 
 TEST_CASE("Workspace labels and annotations follow the same CAS rules, never touching the policy revision") {
@@ -269,6 +342,155 @@ TEST_CASE("Workspace labels and annotations follow the same CAS rules, never tou
   REQUIRE(list.ok());
   REQUIRE(list->workspaces_size() == 1);
   CHECK(list->workspaces(0).network_policy_status().applied_revision() == 1);
+}
+
+TEST_CASE("CreateWorkspace: labels and annotations that break the label rules are invalid_argument; nothing is "
+          "stored") {
+  Harness h;
+  auto attempt = [&](const std::function<void(ctrl::CreateWorkspaceRequest&)>& edit) {
+    ctrl::CreateWorkspaceRequest r;
+    r.set_command_id(h.next_command_id());
+    r.set_netns(kNetns);
+    *r.mutable_network_policy() = isolated();
+    edit(r);
+    return h.call<ctrl::CreateWorkspaceResponse>("kibotos.ctrl.v1.WorkspaceService/CreateWorkspace", r);
+  };
+  // 'k' + and std::string(1, 'v'): see the GCC -Wrestrict note in egress_rules_test.cpp.
+  auto many_labels = [](ctrl::CreateWorkspaceRequest& r, int n) {
+    for (int i = 0; i < n; ++i) (*r.mutable_labels())['k' + std::to_string(i)] = std::string(1, 'v');
+  };
+  CHECK(code_of(attempt([](auto& r) { (*r.mutable_labels())["bad key!"] = "v"; })) == Code::invalid_argument);
+  CHECK(code_of(attempt([](auto& r) { (*r.mutable_labels())["team"] = "bad value!"; })) == Code::invalid_argument);
+  CHECK(code_of(attempt([&](auto& r) { many_labels(r, 65); })) == Code::invalid_argument);
+  CHECK(code_of(attempt([](auto& r) { (*r.mutable_annotations())["bad key!"] = "x"; })) == Code::invalid_argument);
+  CHECK(code_of(attempt([](auto& r) { (*r.mutable_annotations())["big"] = std::string(256 * 1024 - 2, 'x'); })) ==
+        Code::invalid_argument);  // 3 + (256 KiB - 2) bytes: one over
+  auto none = h.call<ctrl::ListWorkspacesResponse>("kibotos.ctrl.v1.WorkspaceService/ListWorkspaces",
+                                                   ctrl::ListWorkspacesRequest());
+  REQUIRE(none.ok());
+  CHECK(none->workspaces_size() == 0);
+  CHECK(h.runtime.events().empty());
+  // At the limits the same namespace is accepted: it was never attached.
+  auto ok = attempt([&](auto& r) {
+    many_labels(r, 64);
+    (*r.mutable_annotations())["big"] = std::string(256 * 1024 - 3, 'x');
+  });
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  CHECK(ok->workspace().labels_size() == 64);
+  CHECK(ok->workspace().annotations().at("big").size() == 256 * 1024 - 3);
+}
+
+TEST_CASE("UpdateWorkspaceLabels: label syntax and the 64-label limit are enforced; a refused write changes nothing") {
+  Harness h;
+  ctrl::CreateWorkspaceRequest c;
+  c.set_command_id("create");
+  c.set_netns(kNetns);
+  *c.mutable_network_policy() = isolated();
+  (*c.mutable_labels())["team"] = "a";
+  auto w = h.call<ctrl::CreateWorkspaceResponse>("kibotos.ctrl.v1.WorkspaceService/CreateWorkspace", c);
+  REQUIRE(w.ok());
+  const std::string id = w->workspace().workspace_id();
+  auto attempt = [&](const std::function<void(ctrl::UpdateWorkspaceLabelsRequest&)>& edit) {
+    ctrl::UpdateWorkspaceLabelsRequest r;
+    r.set_command_id(h.next_command_id());
+    r.set_workspace_id(id);
+    r.set_expected_labels_revision(1);
+    edit(r);
+    return h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels", r);
+  };
+  auto many = [](ctrl::UpdateWorkspaceLabelsRequest& r, int n) {
+    for (int i = 0; i < n; ++i) (*r.mutable_labels())['k' + std::to_string(i)] = std::string(1, 'v');
+  };
+  CHECK(code_of(attempt([](auto& r) { (*r.mutable_labels())["-bad"] = "v"; })) == Code::invalid_argument);
+  CHECK(code_of(attempt([](auto& r) { (*r.mutable_labels())["team"] = "b/c"; })) == Code::invalid_argument);
+  CHECK(code_of(attempt([&](auto& r) { many(r, 65); })) == Code::invalid_argument);
+  auto g = h.get_workspace(id);
+  REQUIRE(g.ok());
+  CHECK(g->workspace().labels_revision() == 1);
+  CHECK(g->workspace().labels_size() == 1);
+  CHECK(g->workspace().labels().at("team") == "a");
+  auto ok = attempt([&](auto& r) { many(r, 64); });
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  CHECK(ok->workspace().labels_size() == 64);
+  CHECK(ok->workspace().labels_revision() == 2);
+}
+
+TEST_CASE("UpdateWorkspaceAnnotations: key syntax and the 256 KiB limit are enforced; a refused write changes "
+          "nothing") {
+  Harness h;
+  ctrl::CreateWorkspaceRequest c;
+  c.set_command_id("create");
+  c.set_netns(kNetns);
+  *c.mutable_network_policy() = isolated();
+  (*c.mutable_annotations())["note"] = "first";
+  auto w = h.call<ctrl::CreateWorkspaceResponse>("kibotos.ctrl.v1.WorkspaceService/CreateWorkspace", c);
+  REQUIRE(w.ok());
+  const std::string id = w->workspace().workspace_id();
+  auto attempt = [&](const std::string& key, const std::string& value) {
+    ctrl::UpdateWorkspaceAnnotationsRequest r;
+    r.set_command_id(h.next_command_id());
+    r.set_workspace_id(id);
+    r.set_expected_annotations_revision(1);
+    (*r.mutable_annotations())[key] = value;
+    return h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
+        "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", r);
+  };
+  CHECK(code_of(attempt("bad key!", "x")) == Code::invalid_argument);
+  CHECK(code_of(attempt("big", std::string(256 * 1024 - 2, 'x'))) == Code::invalid_argument);  // one over
+  auto g = h.get_workspace(id);
+  REQUIRE(g.ok());
+  CHECK(g->workspace().annotations_revision() == 1);
+  CHECK(g->workspace().annotations_size() == 1);
+  CHECK(g->workspace().annotations().at("note") == "first");
+  auto ok = attempt("big", std::string(256 * 1024 - 3, 'x'));  // exactly the limit
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  CHECK(ok->workspace().annotations_revision() == 2);
+}
+
+TEST_CASE("UpdateWorkspaceAnnotations: CAS on annotations_revision, equal content keeps it, the policy revision never "
+          "moves") {
+  Harness h;
+  ctrl::CreateWorkspaceRequest c;
+  c.set_command_id("create");
+  c.set_netns(kNetns);
+  *c.mutable_network_policy() = isolated();
+  (*c.mutable_annotations())["note"] = "a";
+  auto w = h.call<ctrl::CreateWorkspaceResponse>("kibotos.ctrl.v1.WorkspaceService/CreateWorkspace", c);
+  REQUIRE(w.ok());
+  const std::string id = w->workspace().workspace_id();
+  auto send = [&](uint64_t expected, const std::string& note) {
+    ctrl::UpdateWorkspaceAnnotationsRequest r;
+    r.set_command_id(h.next_command_id());
+    r.set_workspace_id(id);
+    r.set_expected_annotations_revision(expected);
+    (*r.mutable_annotations())["note"] = note;
+    return h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
+        "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", r);
+  };
+  auto stored = [&] {
+    auto g = h.get_workspace(id);
+    REQUIRE(g.ok());
+    return g->workspace();
+  };
+  // A mismatch is aborted and changes nothing.
+  CHECK(code_of(send(2, "b")) == Code::aborted);
+  CHECK(stored().annotations().at("note") == "a");
+  CHECK(stored().annotations_revision() == 1);
+  // Equal content is idempotent and keeps annotations_revision.
+  auto same = send(1, "a");
+  REQUIRE(same.ok());
+  CHECK(same->workspace().annotations_revision() == 1);
+  CHECK(same->workspace().network_policy().revision() == 1);
+  CHECK(stored().annotations_revision() == 1);
+  // A change moves annotations_revision only.
+  auto changed = send(1, "b");
+  REQUIRE(changed.ok());
+  CHECK(changed->workspace().annotations_revision() == 2);
+  CHECK(changed->workspace().network_policy().revision() == 1);
+  CHECK(changed->workspace().labels_revision() == 1);
+  CHECK(stored().annotations().at("note") == "b");
+  CHECK(stored().annotations_revision() == 2);
+  CHECK(stored().network_policy().revision() == 1);
 }
 
 TEST_CASE("publish_all: every Egress, then every Workspace, as stored") {
