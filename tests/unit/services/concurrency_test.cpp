@@ -115,6 +115,18 @@ struct HeldPublish {
   }
 };
 
+// Calls f until it no longer answers aborted (the revision it expects is not stored
+// yet), for at most ~1 s.
+template <typename F>
+auto until_not_aborted(F f) {
+  auto r = f();
+  for (int i = 0; i < 200 && !r.ok() && r.error().code == Code::aborted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    r = f();
+  }
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("Concurrency: two UpdateEgress on two connections reach the runtime in the order they were stored") {
@@ -126,11 +138,7 @@ TEST_CASE("Concurrency: two UpdateEgress on two connections reach the runtime in
   h.runtime.before_record = held.hook("egress_published " + id + " r2", "egress_published " + id + " r3");
   std::thread first([&] { CHECK(h.update_egress(id, 1, socks5("203.0.113.2:1080")).ok()); });
   // The second update is stored only after the first (it expects revision 2).
-  Result<ctrl::UpdateEgressResponse> second = Error{Code::aborted, "not yet"};
-  for (int i = 0; i < 200 && !second.ok(); ++i) {
-    second = h.update_egress(id, 2, socks5("203.0.113.3:1080"));
-    if (!second.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto second = until_not_aborted([&] { return h.update_egress(id, 2, socks5("203.0.113.3:1080")); });
   first.join();
   REQUIRE(second.ok());
   h.runtime.before_record = nullptr;
@@ -164,11 +172,7 @@ TEST_CASE("Concurrency: two UpdateNetworkPolicy on two connections reach the run
   h.runtime.before_record = held.hook("workspace_applied " + id + " /proc/self/ns/net r2",
                                       "workspace_applied " + id + " /proc/self/ns/net r3");
   std::thread first([&] { CHECK(h.update_policy(id, 1, policy("192.0.2.0/24")).ok()); });
-  Result<ctrl::UpdateNetworkPolicyResponse> second = Error{Code::aborted, "not yet"};
-  for (int i = 0; i < 200 && !second.ok(); ++i) {
-    second = h.update_policy(id, 2, policy("203.0.113.0/24"));
-    if (!second.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto second = until_not_aborted([&] { return h.update_policy(id, 2, policy("203.0.113.0/24")); });
   first.join();
   REQUIRE(second.ok());
   h.runtime.before_record = nullptr;

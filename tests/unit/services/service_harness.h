@@ -236,6 +236,14 @@ class Harness {
     r.set_workspace_id(id);
     return call<ctrl::GetWorkspaceResponse>("kibotos.ctrl.v1.WorkspaceService/GetWorkspace", r);
   }
+  Result<ctrl::UpdateWorkspaceLabelsResponse> workspace_labels(const ctrl::UpdateWorkspaceLabelsRequest& r) {
+    return call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels", r);
+  }
+  Result<ctrl::UpdateWorkspaceAnnotationsResponse> workspace_annotations(
+      const ctrl::UpdateWorkspaceAnnotationsRequest& r) {
+    return call<ctrl::UpdateWorkspaceAnnotationsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations",
+                                                          r);
+  }
   Result<ctrl::UpdateNetworkPolicyResponse> update_policy(const std::string& id, uint64_t expected,
                                                           const ctrl::NetworkPolicy& p) {
     ctrl::UpdateNetworkPolicyRequest r;

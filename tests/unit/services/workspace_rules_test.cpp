@@ -300,15 +300,13 @@ TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtim
   l.set_workspace_id(w.workspace_id());
   l.set_expected_labels_revision(1);
   (*l.mutable_labels())["team"] = "a";
-  CHECK(code_of(h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels",
-                                                            l)) == Code::not_found);
+  CHECK(code_of(h.workspace_labels(l)) == Code::not_found);
   ctrl::UpdateWorkspaceAnnotationsRequest a;
   a.set_command_id("annotations-deleted");
   a.set_workspace_id(w.workspace_id());
   a.set_expected_annotations_revision(1);
   (*a.mutable_annotations())["note"] = "x";
-  CHECK(code_of(h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
-            "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", a)) == Code::not_found);
+  CHECK(code_of(h.workspace_annotations(a)) == Code::not_found);
   CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
 }
 
@@ -320,20 +318,18 @@ TEST_CASE("Workspace labels and annotations follow the same CAS rules, never tou
   l.set_workspace_id(w.workspace_id());
   l.set_expected_labels_revision(1);
   (*l.mutable_labels())["team"] = "a";
-  auto r = h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels", l);
+  auto r = h.workspace_labels(l);
   REQUIRE(r.ok());
   CHECK(r->workspace().labels_revision() == 2);
   CHECK(r->workspace().network_policy().revision() == 1);
   l.set_command_id("wl2");
-  CHECK(code_of(h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels",
-                                                            l)) == Code::aborted);
+  CHECK(code_of(h.workspace_labels(l)) == Code::aborted);
   ctrl::UpdateWorkspaceAnnotationsRequest a;
   a.set_command_id("wa");
   a.set_workspace_id(w.workspace_id());
   a.set_expected_annotations_revision(1);
   (*a.mutable_annotations())["note"] = "free text";
-  auto ra = h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
-      "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", a);
+  auto ra = h.workspace_annotations(a);
   REQUIRE(ra.ok());
   CHECK(ra->workspace().annotations_revision() == 2);
   ctrl::ListWorkspacesRequest q;
@@ -396,7 +392,7 @@ TEST_CASE("UpdateWorkspaceLabels: label syntax and the 64-label limit are enforc
     r.set_workspace_id(id);
     r.set_expected_labels_revision(1);
     edit(r);
-    return h.call<ctrl::UpdateWorkspaceLabelsResponse>("kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceLabels", r);
+    return h.workspace_labels(r);
   };
   auto many = [](ctrl::UpdateWorkspaceLabelsRequest& r, int n) {
     for (int i = 0; i < n; ++i) (*r.mutable_labels())['k' + std::to_string(i)] = std::string(1, 'v');
@@ -432,8 +428,7 @@ TEST_CASE("UpdateWorkspaceAnnotations: key syntax and the 256 KiB limit are enfo
     r.set_workspace_id(id);
     r.set_expected_annotations_revision(1);
     (*r.mutable_annotations())[key] = value;
-    return h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
-        "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", r);
+    return h.workspace_annotations(r);
   };
   CHECK(code_of(attempt("bad key!", "x")) == Code::invalid_argument);
   CHECK(code_of(attempt("big", std::string(256 * 1024 - 2, 'x'))) == Code::invalid_argument);  // one over
@@ -464,8 +459,7 @@ TEST_CASE("UpdateWorkspaceAnnotations: CAS on annotations_revision, equal conten
     r.set_workspace_id(id);
     r.set_expected_annotations_revision(expected);
     (*r.mutable_annotations())["note"] = note;
-    return h.call<ctrl::UpdateWorkspaceAnnotationsResponse>(
-        "kibotos.ctrl.v1.WorkspaceService/UpdateWorkspaceAnnotations", r);
+    return h.workspace_annotations(r);
   };
   auto stored = [&] {
     auto g = h.get_workspace(id);
