@@ -1,5 +1,9 @@
 #include "agent/api/services/control_plane.h"
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "agent/api/services/agent_service.h"
 #include "agent/api/services/control_plane_options.h"
 #include "agent/api/services/egress_service.h"
@@ -12,13 +16,26 @@ namespace {
 class ControlPlaneImpl final : public ControlPlane {
  public:
   ControlPlaneImpl(std::unique_ptr<store::Store> store, Runtime& runtime, const Config& config, Clock clock,
-                   ResolveFn resolve, policy::EndpointAddressPolicy address_policy)
+                   ResolveFn resolve, policy::EndpointAddressPolicy address_policy,
+                   std::chrono::milliseconds apply_retry_interval)
       : store_(std::move(store)),
         env_{*store_, runtime, config, clock, std::move(resolve), std::move(address_policy),
              CommandRunner(*store_, clock, config.commands_retention)},
         egresses_(env_),
         workspaces_(env_),
-        agent_(env_) {}
+        agent_(env_) {
+    if (apply_retry_interval.count() > 0)
+      retry_ = std::thread([this, apply_retry_interval] { retry_loop(apply_retry_interval); });
+  }
+
+  ~ControlPlaneImpl() override {
+    {
+      std::lock_guard<std::mutex> g(retry_mu_);
+      stopping_ = true;
+    }
+    retry_cv_.notify_all();
+    if (retry_.joinable()) retry_.join();
+  }
 
   void register_methods(MethodRegistry& registry) override {
     egresses_.register_methods(registry);
@@ -38,11 +55,24 @@ class ControlPlaneImpl final : public ControlPlane {
   }
 
  private:
+  void retry_loop(std::chrono::milliseconds interval) {
+    std::unique_lock<std::mutex> lk(retry_mu_);
+    while (!retry_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
+      lk.unlock();
+      workspaces_.retry_failed_applies();
+      lk.lock();
+    }
+  }
+
   std::unique_ptr<store::Store> store_;
   ServiceEnv env_;
   EgressService egresses_;
   WorkspaceService workspaces_;
   AgentService agent_;
+  std::mutex retry_mu_;
+  std::condition_variable retry_cv_;
+  bool stopping_ = false;
+  std::thread retry_;  // last: stopped (in the destructor) before the services go
 };
 
 }  // namespace
@@ -64,7 +94,8 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
   }
   return std::unique_ptr<ControlPlane>(new ControlPlaneImpl(std::move(store).value(), runtime, config,
                                                             options.clock, std::move(options.resolve),
-                                                            std::move(address_policy).value()));
+                                                            std::move(address_policy).value(),
+                                                            options.apply_retry_interval));
 }
 
 Result<std::unique_ptr<ControlPlane>> ControlPlane::open(const Config& config, Runtime& runtime) {

@@ -24,6 +24,8 @@ using ResolveFn = std::function<Result<std::vector<policy::IpAddress>>(const std
 struct ControlPlaneOptions {
   Clock clock;
   ResolveFn resolve;
+  // How often a Workspace the runtime failed to enforce is handed to it again; 0: never.
+  std::chrono::milliseconds apply_retry_interval{2000};
 };
 
 struct ServiceEnv {

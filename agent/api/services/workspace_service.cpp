@@ -1,5 +1,9 @@
 #include "agent/api/services/workspace_service.h"
 
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
 #include "agent/api/conventions/proto_bytes.h"
 #include "agent/api/conventions/quoted.h"
 #include "agent/api/services/list_page.h"
@@ -39,11 +43,10 @@ ctrl::NetworkPolicy content_of(ctrl::NetworkPolicy p) {
 
 ctrl::NetworkPolicyStatus WorkspaceService::status_of(const std::string& id) const {
   ctrl::NetworkPolicyStatus s = env_.runtime.workspace_status(id);
-  if (s.error().empty()) {
-    std::lock_guard<std::mutex> g(errors_mu_);
-    auto it = apply_errors_.find(id);
-    if (it != apply_errors_.end()) s.set_error(it->second);
-  }
+  // Why the last apply failed says more than the runtime's "not attached".
+  std::lock_guard<std::mutex> g(errors_mu_);
+  auto it = apply_errors_.find(id);
+  if (it != apply_errors_.end()) s.set_error(it->second.message);
   return s;
 }
 
@@ -55,10 +58,47 @@ ctrl::Workspace WorkspaceService::with_status(ctrl::Workspace w) const {
 void WorkspaceService::apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds) {
   Status s = env_.runtime.workspace_applied(w.workspace_id(), w.netns(), w.network_policy(), drain_seconds);
   std::lock_guard<std::mutex> g(errors_mu_);
-  if (s.ok())
+  auto it = apply_errors_.find(w.workspace_id());
+  if (s.ok()) {
+    if (it != apply_errors_.end()) spdlog::info("workspace {}: enforced again", w.workspace_id());
     apply_errors_.erase(w.workspace_id());
-  else
-    apply_errors_[w.workspace_id()] = s.error().message;
+  } else {
+    // Logged when it changes, not on every retry.
+    if (it == apply_errors_.end() || it->second.message != s.error().message)
+      spdlog::warn("workspace {}: {} (retrying)", w.workspace_id(), s.error().message);
+    apply_errors_[w.workspace_id()] = ApplyError{s.error().message, drain_seconds};
+  }
+}
+
+void WorkspaceService::retry_failed_applies() {
+  std::map<std::string, ApplyError> failed;
+  {
+    std::lock_guard<std::mutex> g(errors_mu_);
+    failed = apply_errors_;
+  }
+  for (const auto& [id, err] : failed) {
+    // In store order: a write of this Workspace meanwhile is either already applied
+    // (and this one re-applies what it stored) or waits for this one.
+    env_.commands.in_store_order([&] {
+      std::optional<ctrl::Workspace> w;
+      Status read = env_.store.read([&](store::Transaction& txn) -> Status {
+        auto r = must_load(txn, id);
+        if (r.ok()) w = std::move(r).value();
+        return {};
+      });
+      if (!read.ok()) return;
+      if (!w) {  // deleted meanwhile
+        std::lock_guard<std::mutex> g(errors_mu_);
+        apply_errors_.erase(id);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> g(errors_mu_);
+        if (!apply_errors_.count(id)) return;  // applied meanwhile
+      }
+      apply_to_runtime(*w, err.drain_seconds);
+    });
+  }
 }
 
 Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::CreateWorkspaceRequest& req) {

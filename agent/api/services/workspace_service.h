@@ -1,8 +1,9 @@
 #pragma once
 // WorkspaceService: the store side of the RPCs of API.md. The Workspace is committed
 // first, then handed to the runtime; when the runtime cannot enforce it, the
-// Workspace stays stored (the operator can fix the namespace and update, or delete
-// it) and the failure shows in network_policy_status.error.
+// Workspace stays stored, the failure shows in network_policy_status.error, and
+// retry_failed_applies hands it over again (a namespace that appears after the agent
+// started, as after a host reboot, gets its rules without an operator's call).
 #include <map>
 #include <mutex>
 #include <string>
@@ -28,6 +29,9 @@ class WorkspaceService {
 
   // Hands every stored Workspace to the runtime (at start, after the Egresses).
   Status publish_all();
+  // Hands the Workspaces the runtime last failed to enforce to it again, as stored
+  // now, with the drain_seconds of the failed apply.
+  void retry_failed_applies();
   void register_methods(MethodRegistry& registry);
 
  private:
@@ -37,9 +41,13 @@ class WorkspaceService {
   ctrl::NetworkPolicyStatus status_of(const std::string& workspace_id) const;
   ctrl::Workspace with_status(ctrl::Workspace w) const;
 
+  struct ApplyError {
+    std::string message;
+    uint32_t drain_seconds = 0;
+  };
   ServiceEnv& env_;
   mutable std::mutex errors_mu_;
-  std::map<std::string, std::string> apply_errors_;
+  std::map<std::string, ApplyError> apply_errors_;
 };
 
 }  // namespace kib::api

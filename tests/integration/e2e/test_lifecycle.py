@@ -3,6 +3,7 @@ on restart from the same state dir, and DeleteWorkspace leaving the namespace ex
 as it was while closing the relayed connections."""
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -188,3 +189,32 @@ def test_a_policy_update_that_uncovers_a_destination_lets_the_guest_reach_it_at_
     assert e2e.now() - t0 < 5.0
     # Routed: the destination saw the guest's own address and port.
     assert time_wait_at(lab, ws, dst, uncovered_port, ns=lab.inet, peer=f"{ws.guest_v4}:{src_port}")
+
+
+def test_a_namespace_missing_at_start_is_attached_once_it_is_back_without_a_call(env, tmp_path):
+    # As after a host reboot, when the agent starts before the guests' namespaces
+    # exist: the Workspace's path (a bind mount of the namespace here) names nothing
+    # at start, then names the namespace again.
+    lab, ws, agent = env.lab, env.ws, env.agent
+    alias = tmp_path / "netns"
+    alias.touch()
+    subprocess.run(["mount", "--bind", ws.path, str(alias)], check=True)
+    try:
+        eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+        body = e2e.ok(e2e.create_workspace(agent, str(alias), e2e.policy((eid, [e2e.covered(lab) + "/32"]))))
+        wid = e2e.field(body["workspace"], "workspace_id")
+        e2e.wait_applied(agent, wid, 1, eid, 1)
+        agent.stop(signal.SIGKILL)
+        subprocess.run(["umount", str(alias)], check=True)
+        agent.start()
+        err = e2e.labmod.wait_for(lambda: e2e.field(e2e.policy_status(agent, wid), "error"), timeout=10,
+                                  what="the reason in status")
+        assert str(alias) in err or "namespace" in err, err
+        # The killed agent's table still drops covered traffic meanwhile.
+        assert not e2e.reachable(lab, ws, e2e.covered(lab), timeout=2.0)
+        subprocess.run(["mount", "--bind", ws.path, str(alias)], check=True)
+        e2e.wait_applied(agent, wid, 1, eid, 1)
+        assert not e2e.field(e2e.policy_status(agent, wid), "error")
+        assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    finally:
+        subprocess.run(["umount", str(alias)], capture_output=True)

@@ -77,6 +77,7 @@ class RecordingRuntime final : public Runtime {
     ctrl::NetworkPolicyStatus s;
     auto it = applied_.find(id);
     if (it != applied_.end()) s.set_applied_revision(it->second);
+    else s.set_error("workspace is not attached");  // as the data plane says
     return s;
   }
   RuntimeCounts counts() const override { return {7, 3}; }
@@ -148,6 +149,7 @@ class Harness {
 
   void open() {
     api::ControlPlaneOptions o;
+    o.apply_retry_interval = apply_retry;
     o.clock = [this] {
       std::lock_guard<std::mutex> g(clock_mu_);
       return now;
@@ -177,6 +179,9 @@ class Harness {
     if (!r.ok()) return std::move(r).error();
     return Resp(static_cast<const Resp&>(**r));
   }
+
+  // Off by default: tests that count runtime calls see only their own.
+  std::chrono::milliseconds apply_retry{0};
 
   std::string next_command_id() { return "cmd-" + std::to_string(++commands_); }
 

@@ -1,6 +1,8 @@
 // WorkspaceService (API.md), its references to Egresses, and AgentService.GetAgent.
 // /proc/self/ns/net stands in for an existing network namespace: it is one, and
 // /proc/thread-self/ns/net is the same namespace under another path.
+#include <thread>
+
 #include "tests/unit/services/service_harness.h"
 
 using namespace kib;
@@ -284,6 +286,43 @@ TEST_CASE("CreateWorkspace: when the runtime fails, the Workspace stays stored a
   }());
   REQUIRE(u.ok());
   CHECK(u->workspace().network_policy_status().error().empty());
+}
+
+TEST_CASE("A Workspace the runtime failed to enforce is handed to it again until it is enforced") {
+  Harness h;
+  h.runtime.fail_workspace_apply("network namespace is gone");
+  auto w = must_create(h, isolated());
+  const std::string id = w.workspace_id();
+  // As at a start after a host reboot: the namespace comes back after the agent.
+  h.apply_retry = std::chrono::milliseconds(20);
+  h.reopen();
+  h.plane->publish_all();
+  CHECK(h.get_workspace(id)->workspace().network_policy_status().error() == "network namespace is gone");
+  h.runtime.clear();
+  h.runtime.fail_workspace_apply("");
+  std::string error = "not retried";
+  for (int i = 0; i < 200 && !error.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    error = h.get_workspace(id)->workspace().network_policy_status().error();
+  }
+  CHECK(error.empty());
+  CHECK(h.get_workspace(id)->workspace().network_policy_status().applied_revision() == 1);
+  auto ev = h.runtime.events();
+  REQUIRE_FALSE(ev.empty());
+  CHECK(ev.front() == "workspace_applied " + id + " " + kNetns + " r1 drain 0");
+  // Enforced: no more calls.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(h.runtime.events().size() == ev.size());
+}
+
+TEST_CASE("A failed apply shows its reason in status, not the runtime's 'not attached'") {
+  Harness h;
+  h.runtime.fail_workspace_apply("nft: No such file or directory");
+  auto w = must_create(h, isolated());
+  // The runtime (like the data plane) says "workspace is not attached"; the stored
+  // reason says why.
+  CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy_status().error() ==
+        "nft: No such file or directory");
 }
 
 TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtime removes it") {
