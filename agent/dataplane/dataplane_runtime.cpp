@@ -206,6 +206,10 @@ void DataplaneRuntime::workspace_deleted(const std::string& workspace_id) {
   if (dns_) dns_->remove_workspace(workspace_id);
 }
 
+Status DataplaneRuntime::leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) {
+  return attacher_.remove_leftovers(netns, dev, ino);
+}
+
 ctrl::NetworkPolicyStatus DataplaneRuntime::workspace_status(const std::string& workspace_id) const {
   ctrl::NetworkPolicyStatus s = tcp_status(workspace_id);
   if (dns_ && s.error() != kNotAttached) {

@@ -30,6 +30,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   Status workspace_applied(const std::string& workspace_id, const std::string& netns,
                            const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) override;
   void workspace_deleted(const std::string& workspace_id) override;
+  Status leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) override;
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;
   std::vector<WorkspaceMetrics> metrics() const override;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "netns/namespace_handle.h"
 #include "netns/policy_from_proto.h"
 
 namespace kib::dataplane {
@@ -53,6 +54,16 @@ void NetnsAttacher::detach(const std::string& workspace_id) {
   if (Status st = it->second.attachment.detach(); !st.ok())
     spdlog::warn("workspace {}: detaching its namespace: {}", workspace_id, st.error().message);
   entries_.erase(it);
+}
+
+Status NetnsAttacher::remove_leftovers(const std::string& netns, uint64_t dev, uint64_t ino) {
+  auto ns = netns::NamespaceHandle::open(netns);
+  // Gone, or not a namespace: nothing of the agent's is reachable there any more.
+  if (!ns.ok()) return {};
+  // The path names another namespace now: what it has is not ours to remove.
+  if (static_cast<uint64_t>(ns->dev()) != dev || static_cast<uint64_t>(ns->ino()) != ino) return {};
+  netns::AttachParams params;  // the table, rules and routes are found by name and mark
+  return netns::Attachment::remove_stale(netns, params);
 }
 
 std::string NetnsAttacher::health(const std::string& workspace_id) const {

@@ -59,6 +59,11 @@ class Runtime {
                                    const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) = 0;
   // Removes everything installed for the Workspace and closes its connections.
   virtual void workspace_deleted(const std::string& workspace_id) = 0;
+  // Removes what the agent may have left in a deleted Workspace's namespace (a crash
+  // before its removal, a failed attach or removal), if the path still names the
+  // namespace with that identity (st_dev, st_ino). ok when nothing is left: removed
+  // now, or the path names another namespace or none.
+  virtual Status leftovers_removed(const std::string& /*netns*/, uint64_t /*dev*/, uint64_t /*ino*/) { return {}; }
   virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
   virtual RuntimeCounts counts() const = 0;
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.

@@ -43,6 +43,15 @@ const std::vector<std::string>& steps() {
         CREATE INDEX egress_refs_by_egress ON egress_refs(egress_id);
         CREATE INDEX egress_refs_by_workspace ON egress_refs(workspace_id);
       )sql",
+      // 3: what a deleted Workspace may have left in its namespace until the agent
+      // has removed it (a crash right after the delete committed, a failed removal).
+      R"sql(
+        CREATE TABLE pending_detaches(
+          workspace_id TEXT PRIMARY KEY,
+          netns TEXT NOT NULL,
+          netns_dev INTEGER NOT NULL,
+          netns_ino INTEGER NOT NULL);
+      )sql",
   };
   return k;
 }

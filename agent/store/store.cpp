@@ -176,6 +176,50 @@ Result<bool> Transaction::netns_attached(const NetnsKey& key) {
   return st->step();
 }
 
+Result<std::optional<NetnsKey>> Transaction::netns_key(const std::string& workspace_id) {
+  auto st = db_.prepare(
+      "SELECT netns_dev, netns_ino FROM resources WHERE kind = ? AND id = ? AND deleted = 0 "
+      "AND netns_dev IS NOT NULL");
+  if (!st.ok()) return std::move(st).error();
+  st->bind(1, kind_name(Kind::workspace)).bind(2, workspace_id);
+  auto row = st->step();
+  if (!row.ok()) return std::move(row).error();
+  if (!*row) return std::optional<NetnsKey>();
+  return std::optional<NetnsKey>(
+      NetnsKey{static_cast<uint64_t>(st->column_int(0)), static_cast<uint64_t>(st->column_int(1))});
+}
+
+Status Transaction::add_pending_detach(const PendingDetach& p) {
+  auto st = db_.prepare(
+      "INSERT OR REPLACE INTO pending_detaches(workspace_id, netns, netns_dev, netns_ino) VALUES(?, ?, ?, ?)");
+  if (!st.ok()) return std::move(st).error();
+  return st->bind(1, p.workspace_id)
+      .bind(2, p.netns)
+      .bind(3, static_cast<int64_t>(p.key.dev))
+      .bind(4, static_cast<int64_t>(p.key.ino))
+      .run();
+}
+
+Status Transaction::remove_pending_detach(const std::string& workspace_id) {
+  auto st = db_.prepare("DELETE FROM pending_detaches WHERE workspace_id = ?");
+  if (!st.ok()) return std::move(st).error();
+  return st->bind(1, workspace_id).run();
+}
+
+Result<std::vector<PendingDetach>> Transaction::pending_detaches() {
+  auto st = db_.prepare("SELECT workspace_id, netns, netns_dev, netns_ino FROM pending_detaches ORDER BY rowid");
+  if (!st.ok()) return std::move(st).error();
+  std::vector<PendingDetach> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row.ok()) return std::move(row).error();
+    if (!*row) return out;
+    out.push_back(PendingDetach{st->column_text(0), st->column_text(1),
+                                NetnsKey{static_cast<uint64_t>(st->column_int(2)),
+                                         static_cast<uint64_t>(st->column_int(3))}});
+  }
+}
+
 Status Transaction::set_refs(const std::string& workspace_id, const std::vector<EgressRef>& refs) {
   auto del = db_.prepare("DELETE FROM egress_refs WHERE workspace_id = ?");
   if (!del.ok()) return std::move(del).error();

@@ -33,6 +33,13 @@ struct NetnsKey {
   uint64_t ino = 0;
 };
 
+// A deleted Workspace's namespace whose agent rules are not known to be removed yet.
+struct PendingDetach {
+  std::string workspace_id;
+  std::string netns;  // the path it was attached by
+  NetnsKey key;       // the namespace that path named then
+};
+
 // One Egress a Workspace policy names; udp when a udp Resolver goes through it.
 struct EgressRef {
   std::string egress_id;
@@ -68,6 +75,12 @@ class Transaction {
 
   // Whether a non-deleted Workspace is attached to this namespace.
   Result<bool> netns_attached(const NetnsKey& key);
+  // The namespace identity a non-deleted Workspace was created with.
+  Result<std::optional<NetnsKey>> netns_key(const std::string& workspace_id);
+
+  Status add_pending_detach(const PendingDetach& p);
+  Status remove_pending_detach(const std::string& workspace_id);
+  Result<std::vector<PendingDetach>> pending_detaches();
   // Replaces the Egresses a Workspace references (empty when it is deleted).
   Status set_refs(const std::string& workspace_id, const std::vector<EgressRef>& refs);
   // Whether a non-deleted Workspace references egress_id (through a udp Resolver only,

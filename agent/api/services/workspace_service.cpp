@@ -222,10 +222,19 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
 
 Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::DeleteWorkspaceRequest& req) {
   using Resp = ctrl::DeleteWorkspaceResponse;
+  std::optional<store::PendingDetach> pending;
   auto precheck = [&]() -> Status { return require_id(req.workspace_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
     auto cur = must_load(txn, req.workspace_id());
     if (!cur.ok()) return std::move(cur).error();
+    auto key = txn.netns_key(req.workspace_id());
+    if (!key.ok()) return std::move(key).error();
+    // Stored with the delete: a crash before the rules are removed leaves the
+    // agent a note to remove them at its next start.
+    if (*key) {
+      pending = store::PendingDetach{req.workspace_id(), cur->netns(), **key};
+      KIB_TRY(txn.add_pending_detach(*pending));
+    }
     KIB_TRY(txn.mark_deleted(store::Kind::workspace, req.workspace_id()));
     KIB_TRY(txn.set_refs(req.workspace_id(), {}));
     return Resp();
@@ -233,8 +242,11 @@ Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::Delet
   return env_.commands.run<Resp>(kService + std::string("DeleteWorkspace"), req, req.command_id(), precheck, apply,
                                  [&] {
                                    env_.runtime.workspace_deleted(req.workspace_id());
-                                   std::lock_guard<std::mutex> g(errors_mu_);
-                                   apply_errors_.erase(req.workspace_id());
+                                   {
+                                     std::lock_guard<std::mutex> g(errors_mu_);
+                                     apply_errors_.erase(req.workspace_id());
+                                   }
+                                   if (pending) finish_detach(*pending);
                                  });
 }
 
@@ -284,7 +296,44 @@ Result<ctrl::UpdateWorkspaceAnnotationsResponse> WorkspaceService::update_annota
   return r;
 }
 
+void WorkspaceService::finish_detach(const store::PendingDetach& p) {
+  Status st = env_.runtime.leftovers_removed(p.netns, p.key.dev, p.key.ino);
+  if (!st.ok()) {
+    spdlog::warn("workspace {} (deleted): removing the agent's rules from {}: {} (tried again at the next start)",
+                 p.workspace_id, p.netns, st.error().message);
+    return;
+  }
+  Status done = env_.store.write([&](store::Transaction& txn) { return txn.remove_pending_detach(p.workspace_id); });
+  if (!done.ok())
+    spdlog::warn("workspace {} (deleted): {} (its namespace is checked again at the next start)", p.workspace_id,
+                 done.error().message);
+}
+
+Status WorkspaceService::finish_pending_detaches() {
+  std::vector<store::PendingDetach> pending;
+  KIB_TRY(env_.store.write([&](store::Transaction& txn) -> Status {
+    auto all = txn.pending_detaches();
+    if (!all.ok()) return std::move(all).error();
+    for (auto& p : *all) {
+      // A Workspace created on that namespace since holds its rules now: leave them.
+      auto held = txn.netns_attached(p.key);
+      if (!held.ok()) return std::move(held).error();
+      if (*held) {
+        KIB_TRY(txn.remove_pending_detach(p.workspace_id));
+      } else {
+        pending.push_back(std::move(p));
+      }
+    }
+    return {};
+  }));
+  for (const auto& p : pending) finish_detach(p);
+  return {};
+}
+
 Status WorkspaceService::publish_all() {
+  // First what deleted Workspaces may have left: their namespaces are nobody's.
+  if (Status st = finish_pending_detaches(); !st.ok())
+    spdlog::warn("removing the rules of deleted Workspaces: {}", st.error().message);
   std::vector<ctrl::Workspace> all;
   Status failed;
   KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {

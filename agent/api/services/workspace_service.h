@@ -36,6 +36,11 @@ class WorkspaceService {
 
  private:
   void apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds);
+  // Asks the runtime to remove what a deleted Workspace left in its namespace, then
+  // forgets the note; a failure keeps it for the next start.
+  void finish_detach(const store::PendingDetach& p);
+  // At start: every note a crash or a failed removal left.
+  Status finish_pending_detaches();
   // network_policy_status as the runtime reports it, with the last apply error when
   // the runtime's own report has none.
   ctrl::NetworkPolicyStatus status_of(const std::string& workspace_id) const;

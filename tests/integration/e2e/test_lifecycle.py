@@ -3,6 +3,7 @@ on restart from the same state dir, and DeleteWorkspace leaving the namespace ex
 as it was while closing the relayed connections."""
 import os
 import signal
+import sqlite3
 import subprocess
 
 import pytest
@@ -217,4 +218,29 @@ def test_a_namespace_missing_at_start_is_attached_once_it_is_back_without_a_call
         assert not e2e.field(e2e.policy_status(agent, wid), "error")
         assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
     finally:
-        subprocess.run(["umount", str(alias)], capture_output=True)
+        # Lazily: the agent holds the namespace open through this path.
+        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
+
+
+def test_a_workspace_deleted_just_before_a_crash_has_its_rules_removed_at_the_next_start(env):
+    lab, ws, agent = env.lab, env.ws, env.agent
+    before = lab.kernel_state(ws.ws)
+    _, workspace = e2e.attach(env)
+    wid = e2e.field(workspace, "workspace_id")
+    agent.stop(signal.SIGKILL)
+    # What a DeleteWorkspace that committed just before the crash left in the store
+    # (its rules were not removed yet): the same transaction as the agent's.
+    db = sqlite3.connect(os.path.join(agent.state_dir, "state.db"))
+    with db:
+        dev, ino = db.execute("SELECT netns_dev, netns_ino FROM resources WHERE id = ?", (wid,)).fetchone()
+        db.execute("INSERT INTO pending_detaches(workspace_id, netns, netns_dev, netns_ino) VALUES(?, ?, ?, ?)",
+                   (wid, ws.path, dev, ino))
+        db.execute("UPDATE resources SET deleted = 1, body = x'' WHERE id = ?", (wid,))
+        db.execute("DELETE FROM egress_refs WHERE workspace_id = ?", (wid,))
+    db.close()
+    assert e2e.state_diff(before, lab.kernel_state(ws.ws))  # the killed agent's rules are there
+    agent.start()
+    diff = e2e.state_diff(before, lab.kernel_state(ws.ws))
+    assert not diff, diff  # removed before the agent serves
+    assert e2e.error_code(e2e.call(agent, e2e.WORKSPACE + "GetWorkspace", {"workspaceId": wid})) == "not_found"
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == ws.guest_v4  # no Workspace: direct

@@ -72,6 +72,12 @@ class RecordingRuntime final : public Runtime {
     std::lock_guard<std::mutex> g(mu_);
     applied_.erase(id);
   }
+  Status leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) override {
+    record("leftovers_removed " + netns + " " + std::to_string(dev) + ":" + std::to_string(ino));
+    std::lock_guard<std::mutex> g(mu_);
+    if (!fail_leftovers_.empty()) return Error{Code::internal, fail_leftovers_};
+    return {};
+  }
   ctrl::NetworkPolicyStatus workspace_status(const std::string& id) const override {
     std::lock_guard<std::mutex> g(mu_);
     ctrl::NetworkPolicyStatus s;
@@ -100,6 +106,10 @@ class RecordingRuntime final : public Runtime {
     std::lock_guard<std::mutex> g(mu_);
     fail_apply_ = std::move(message);
   }
+  void fail_leftovers(std::string message) {
+    std::lock_guard<std::mutex> g(mu_);
+    fail_leftovers_ = std::move(message);
+  }
 
  private:
   void record(std::string e) {
@@ -112,6 +122,7 @@ class RecordingRuntime final : public Runtime {
   EgressRevisionPtr last_published_;
   std::map<std::string, uint64_t> applied_;
   std::string fail_apply_;
+  std::string fail_leftovers_;
 };
 
 // A fake name service: host -> addresses, and an optional hook run inside resolve

@@ -1,6 +1,8 @@
 // WorkspaceService (API.md), its references to Egresses, and AgentService.GetAgent.
 // /proc/self/ns/net stands in for an existing network namespace: it is one, and
 // /proc/thread-self/ns/net is the same namespace under another path.
+#include <sys/stat.h>
+
 #include <thread>
 
 #include "tests/unit/services/service_harness.h"
@@ -51,6 +53,19 @@ std::string egress(Harness& h, bool udp = false) {
   auto e = h.create_egress(spec);
   REQUIRE(e.ok());
   return e->egress().egress_id();
+}
+
+// "dev:ino" of a namespace path, as the runtime hears it.
+std::string identity(const char* path) {
+  struct stat st {};
+  REQUIRE(::stat(path, &st) == 0);
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+bool has_leftovers_call(const std::vector<std::string>& events) {
+  for (const auto& e : events)
+    if (e.rfind("leftovers_removed ", 0) == 0) return true;
+  return false;
 }
 
 ctrl::Workspace must_create(Harness& h, const ctrl::NetworkPolicy& p, const char* netns = kNetns) {
@@ -330,7 +345,9 @@ TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtim
   auto w = must_create(h, isolated());
   h.runtime.clear();
   REQUIRE(h.delete_workspace(w.workspace_id()).ok());
-  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_deleted " + w.workspace_id()});
+  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_deleted " + w.workspace_id(),
+                                                      "leftovers_removed " + std::string(kNetns) + " " +
+                                                          identity(kNetns)});
   CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
   CHECK(code_of(h.delete_workspace(w.workspace_id())) == Code::not_found);
   CHECK(code_of(h.update_policy(w.workspace_id(), 1, isolated())) == Code::not_found);
@@ -347,6 +364,52 @@ TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtim
   (*a.mutable_annotations())["note"] = "x";
   CHECK(code_of(h.workspace_annotations(a)) == Code::not_found);
   CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
+}
+
+TEST_CASE("DeleteWorkspace: once the agent's rules are removed from the namespace, nothing is left to redo") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  CHECK(has_leftovers_call(h.runtime.events()));
+  h.reopen();  // a restart
+  h.runtime.clear();
+  h.plane->publish_all();
+  CHECK_FALSE(has_leftovers_call(h.runtime.events()));
+}
+
+TEST_CASE("DeleteWorkspace: rules that could not be removed (or a crash first) are removed at the next start") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  h.runtime.fail_leftovers("nft: Operation not permitted");
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());  // stored: the delete stands
+  CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
+  h.reopen();
+  h.runtime.clear();
+  h.plane->publish_all();  // still failing: kept for the start after
+  CHECK(h.runtime.events() ==
+        std::vector<std::string>{"leftovers_removed " + std::string(kNetns) + " " + identity(kNetns)});
+  h.runtime.fail_leftovers("");
+  h.reopen();
+  h.runtime.clear();
+  h.plane->publish_all();
+  CHECK(has_leftovers_call(h.runtime.events()));
+  h.reopen();
+  h.runtime.clear();
+  h.plane->publish_all();
+  CHECK_FALSE(has_leftovers_call(h.runtime.events()));  // done: forgotten
+}
+
+TEST_CASE("DeleteWorkspace: a namespace a new Workspace holds by the next start keeps its rules") {
+  Harness h;
+  auto old_ws = must_create(h, isolated());
+  h.runtime.fail_leftovers("nft: Operation not permitted");
+  REQUIRE(h.delete_workspace(old_ws.workspace_id()).ok());
+  h.runtime.fail_leftovers("");
+  must_create(h, isolated());  // the same namespace, attached again
+  h.reopen();
+  h.runtime.clear();
+  h.plane->publish_all();
+  CHECK_FALSE(has_leftovers_call(h.runtime.events()));
 }
 
 TEST_CASE("Workspace labels and annotations follow the same CAS rules, never touching the policy revision") {
