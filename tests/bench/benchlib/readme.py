@@ -113,13 +113,21 @@ DESIGN = """## What these numbers decided (and what was tried)
   decide most of them: a captured wrk connection is 8 packets guest-side and 14
   toward dante. Sending the SOCKS5 greeting and request in one segment would save a
   round trip, but microsocks discards bytes that arrive with the greeting (one recv
-  per step), so it is not done. Why ≤ 0.5× the best peer is out of reach with this
-  design: kibotos' own TCP work above (send, connect, close, shutdown, recv,
-  netfilter: ~69% of 82 µs, ~57 µs) is alone ~0.47× of redsocks' ~120 µs, leaving
-  ~4 µs per connection for scheduling and user space together (this VM: ~17).
-  redsocks, profiled the same way, pays more for the same packets (its connect,
-  writev and shutdown take ~42% of ~155 µs, epoll_ctl 13%, pipes and splice 13%,
-  user space 12%).
+  per step), so it is not done. Whether ≤ 0.5× the best peer holds depends on the
+  machine. On the Intel Xeon VM of the runs up to 341db80 it did not (0.63-0.67×;
+  67.9 against redsocks' ~108 µs at 341db80): kibotos' own TCP work above (send,
+  connect, close, shutdown, recv, netfilter: ~69% of 82 µs, ~57 µs) was alone
+  ~0.47× of redsocks' ~120 µs, leaving ~4 µs per connection for scheduling and user
+  space together (that VM: ~17). redsocks, profiled the same way, pays more for the
+  same packets (its connect, writev and shutdown take ~42% of ~155 µs, epoll_ctl 13%,
+  pipes and splice 13%, user space 12%). On the AMD EPYC VM of the run above
+  (09ec097, no data-plane change since 341db80 that touches this path) everything
+  costs more, redsocks most: 137 against 283 µs, 0.48× (kibotos' runs 123-160,
+  redsocks copy 217-364): met, by a thin margin. Its p99 connect + first byte
+  (2,222 against 1,364 µs, 1.63×) came from the load the hold family leaves behind
+  in each run (load average up to 11; kibotos' five p99s 1,449-2,959); a
+  latency-only run right after on the quiet machine (`--families lat`, 5 runs)
+  measured 1,122 against redsocks copy 1,124 µs (1.00×; p50 744 against 746).
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
