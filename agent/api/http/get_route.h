@@ -3,6 +3,7 @@
 // its path answers the text its function makes; every other request goes on to next.
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "agent/api/http/http_message.h"
 #include "agent/common/result.h"

@@ -81,12 +81,12 @@ void WorkspaceService::retry_failed_applies() {
     // (and this one re-applies what it stored) or waits for this one.
     env_.commands.in_store_order([&] {
       std::optional<ctrl::Workspace> w;
-      Status read = env_.store.read([&](store::Transaction& txn) -> Status {
+      Status loaded = env_.store.read([&](store::Transaction& txn) -> Status {
         auto r = must_load(txn, id);
         if (r.ok()) w = std::move(r).value();
         return {};
       });
-      if (!read.ok()) return;
+      if (!loaded.ok()) return;  // the next period tries again
       if (!w) {  // deleted meanwhile
         std::lock_guard<std::mutex> g(errors_mu_);
         apply_errors_.erase(id);

@@ -177,6 +177,13 @@ class Harness {
     plane.reset();
     open();
   }
+  // A whole agent restart: the store reopened, then everything published again (the
+  // runtime's record starts empty there).
+  void restart() {
+    reopen();
+    runtime.clear();
+    plane->publish_all();
+  }
   void advance(std::chrono::milliseconds d) {
     std::lock_guard<std::mutex> g(clock_mu_);
     now += d;

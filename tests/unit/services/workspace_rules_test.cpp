@@ -371,9 +371,7 @@ TEST_CASE("DeleteWorkspace: once the agent's rules are removed from the namespac
   auto w = must_create(h, isolated());
   REQUIRE(h.delete_workspace(w.workspace_id()).ok());
   CHECK(has_leftovers_call(h.runtime.events()));
-  h.reopen();  // a restart
-  h.runtime.clear();
-  h.plane->publish_all();
+  h.restart();
   CHECK_FALSE(has_leftovers_call(h.runtime.events()));
 }
 
@@ -383,19 +381,13 @@ TEST_CASE("DeleteWorkspace: rules that could not be removed (or a crash first) a
   h.runtime.fail_leftovers("nft: Operation not permitted");
   REQUIRE(h.delete_workspace(w.workspace_id()).ok());  // stored: the delete stands
   CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
-  h.reopen();
-  h.runtime.clear();
-  h.plane->publish_all();  // still failing: kept for the start after
+  h.restart();  // still failing: kept for the start after
   CHECK(h.runtime.events() ==
         std::vector<std::string>{"leftovers_removed " + std::string(kNetns) + " " + identity(kNetns)});
   h.runtime.fail_leftovers("");
-  h.reopen();
-  h.runtime.clear();
-  h.plane->publish_all();
+  h.restart();
   CHECK(has_leftovers_call(h.runtime.events()));
-  h.reopen();
-  h.runtime.clear();
-  h.plane->publish_all();
+  h.restart();
   CHECK_FALSE(has_leftovers_call(h.runtime.events()));  // done: forgotten
 }
 
@@ -406,9 +398,7 @@ TEST_CASE("DeleteWorkspace: a namespace a new Workspace holds by the next start 
   REQUIRE(h.delete_workspace(old_ws.workspace_id()).ok());
   h.runtime.fail_leftovers("");
   must_create(h, isolated());  // the same namespace, attached again
-  h.reopen();
-  h.runtime.clear();
-  h.plane->publish_all();
+  h.restart();
   CHECK_FALSE(has_leftovers_call(h.runtime.events()));
 }
 
@@ -594,9 +584,7 @@ TEST_CASE("publish_all: every Egress, then every Workspace, as stored") {
   std::string a = egress(h), b = egress(h);
   auto w = must_create(h, through(b));
   REQUIRE(h.update_egress(b, 1, socks5("203.0.113.9:1080")).ok());
-  h.reopen();
-  h.runtime.clear();
-  h.plane->publish_all();
+  h.restart();
   CHECK(h.runtime.events() == std::vector<std::string>{
                                   "egress_published " + a + " r1 drain 0",
                                   "egress_published " + b + " r2 drain 0",
