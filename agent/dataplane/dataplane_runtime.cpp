@@ -253,7 +253,7 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
 RuntimeCounts DataplaneRuntime::counts() const {
   RuntimeCounts c;
   std::lock_guard lk(mu_);
-  c.active_connections = static_cast<uint64_t>(std::max<int64_t>(0, total_connections_.load()));
+  c.active_connections = non_negative(total_connections_);
   uint64_t draining = 0;
   for (const auto& [id, e] : workspaces_)
     e.stats->for_each([&](const std::string&, const EgressStats& st) { draining += non_negative(st.draining); });
