@@ -41,7 +41,11 @@ Status Attachment::apply_table() const {
 Result<Attachment> Attachment::prepare(const std::string& path, const AttachParams& params) {
   auto ns = NamespaceHandle::open(path);
   if (!ns.ok()) return std::move(ns).error();
-  Attachment a(std::move(*ns), params);
+  return prepare(std::move(*ns), params);
+}
+
+Result<Attachment> Attachment::prepare(NamespaceHandle ns, const AttachParams& params) {
+  Attachment a(std::move(ns), params);
   // Ports are 0 here: the table drops covered traffic until the listeners exist.
   KIB_TRY(a.apply_table());
   KIB_TRY(install_policy_routing(a.ns_.fd(), a.routing()));
@@ -57,7 +61,13 @@ Status Attachment::open() {
 }
 
 Result<Attachment> Attachment::attach(const std::string& path, const AttachParams& params) {
-  auto a = prepare(path, params);
+  auto ns = NamespaceHandle::open(path);
+  if (!ns.ok()) return std::move(ns).error();
+  return attach(std::move(*ns), params);
+}
+
+Result<Attachment> Attachment::attach(NamespaceHandle ns, const AttachParams& params) {
+  auto a = prepare(std::move(ns), params);
   if (!a.ok()) return a;
   KIB_TRY(a->open());
   return a;

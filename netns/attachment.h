@@ -46,11 +46,14 @@ class Attachment {
   // crashed agent are replaced (re-attach reconciles). On failure after the first
   // table write the drop-only table stays: covered traffic stays blocked.
   static Result<Attachment> attach(const std::string& path, const AttachParams& params);
+  // The same for a namespace the caller opened (and checked) already.
+  static Result<Attachment> attach(NamespaceHandle ns, const AttachParams& params);
 
   // attach() in two steps, for callers (and tests) that act in between: prepare()
   // opens the namespace and installs the drop-only table and the routing; open()
   // opens the listeners and installs the full table.
   static Result<Attachment> prepare(const std::string& path, const AttachParams& params);
+  static Result<Attachment> prepare(NamespaceHandle ns, const AttachParams& params);
   Status open();
 
   // Removes the table, rules and routes the agent may have left in a namespace it

@@ -12,11 +12,15 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
                                                  unsigned loops) {
   auto rp = netns::ruleset_policy_from_proto(policy);
   if (!rp.ok()) return std::move(rp).error();
+  auto ns = netns::NamespaceHandle::open(netns);
+  if (!ns.ok()) return std::move(ns).error();
+  if (auto holder = holder_of(*ns, workspace_id); !holder.empty())
+    return Error{Code::failed_precondition, "the network namespace " + netns + " names is already attached to workspace " + holder};
   netns::AttachParams params;
   params.policy = std::move(rp.value());
   params.listeners_per_family = loops;
   params.guest_congestion_control = guest_congestion_control_;
-  auto a = netns::Attachment::attach(netns, params);
+  auto a = netns::Attachment::attach(std::move(*ns), params);
   if (!a.ok()) return std::move(a).error();
   netns::Listeners all = a->take_listeners();
   WorkspaceListeners out;
@@ -31,6 +35,20 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   entries_.erase(workspace_id);
   entries_.emplace(workspace_id, Entry{std::move(a.value())});
   return out;
+}
+
+// Two Workspaces in one namespace would install, and remove, the same table: the
+// second one's delete would leave the first one's guest without rules. The store
+// refuses such a create by the identity it keeps; this also covers paths that came
+// to name another Workspace's namespace while the agent was down. The runtime calls
+// attach in store order, one at a time, so the check and the insert do not race.
+std::string NetnsAttacher::holder_of(const netns::NamespaceHandle& ns, const std::string& except) const {
+  std::lock_guard lk(mu_);
+  for (const auto& [id, e] : entries_) {
+    const auto& held = e.attachment.ns();
+    if (id != except && held.dev() == ns.dev() && held.ino() == ns.ino()) return id;
+  }
+  return {};
 }
 
 Status NetnsAttacher::update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) {
@@ -62,6 +80,9 @@ Status NetnsAttacher::remove_leftovers(const std::string& netns, uint64_t dev, u
   if (!ns.ok()) return {};
   // The path names another namespace now: what it has is not ours to remove.
   if (static_cast<uint64_t>(ns->dev()) != dev || static_cast<uint64_t>(ns->ino()) != ino) return {};
+  // A Workspace holds it (a stale identity that names a namespace again): the table
+  // there is that Workspace's.
+  if (!holder_of(*ns, {}).empty()) return {};
   netns::AttachParams params;  // the table, rules and routes are found by name and mark
   return netns::Attachment::remove_stale(netns, params);
 }

@@ -24,6 +24,9 @@ class NetnsAttacher final : public WorkspaceAttacher {
   std::string health(const std::string& workspace_id) const override;
 
  private:
+  // The other Workspace attached to this namespace, or empty.
+  std::string holder_of(const netns::NamespaceHandle& ns, const std::string& except) const;
+
   struct Entry {
     netns::Attachment attachment;
   };

@@ -189,6 +189,17 @@ Result<std::optional<NetnsKey>> Transaction::netns_key(const std::string& worksp
       NetnsKey{static_cast<uint64_t>(st->column_int(0)), static_cast<uint64_t>(st->column_int(1))});
 }
 
+Status Transaction::set_netns_key(const std::string& workspace_id, const NetnsKey& key) {
+  auto st = db_.prepare(
+      "UPDATE resources SET netns_dev = ?, netns_ino = ? WHERE kind = ? AND id = ? AND deleted = 0");
+  if (!st.ok()) return std::move(st).error();
+  return st->bind(1, static_cast<int64_t>(key.dev))
+      .bind(2, static_cast<int64_t>(key.ino))
+      .bind(3, kind_name(Kind::workspace))
+      .bind(4, workspace_id)
+      .run();
+}
+
 Status Transaction::add_pending_detach(const PendingDetach& p) {
   auto st = db_.prepare(
       "INSERT OR REPLACE INTO pending_detaches(workspace_id, netns, netns_dev, netns_ino) VALUES(?, ?, ?, ?)");

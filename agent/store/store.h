@@ -75,8 +75,12 @@ class Transaction {
 
   // Whether a non-deleted Workspace is attached to this namespace.
   Result<bool> netns_attached(const NetnsKey& key);
-  // The namespace identity a non-deleted Workspace was created with.
+  // The identity of the namespace a non-deleted Workspace holds (or last held): the
+  // one it was created with, until set_netns_key records another.
   Result<std::optional<NetnsKey>> netns_key(const std::string& workspace_id);
+  // Records the namespace a Workspace's path named when it was attached again (after
+  // a host reboot the path names a new namespace; the old identity may be reused).
+  Status set_netns_key(const std::string& workspace_id, const NetnsKey& key);
 
   Status add_pending_detach(const PendingDetach& p);
   Status remove_pending_detach(const std::string& workspace_id);

@@ -55,7 +55,7 @@ ctrl::Workspace WorkspaceService::with_status(ctrl::Workspace w) const {
   return w;
 }
 
-void WorkspaceService::apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds) {
+bool WorkspaceService::apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds) {
   Status s = env_.runtime.workspace_applied(w.workspace_id(), w.netns(), w.network_policy(), drain_seconds);
   std::lock_guard<std::mutex> g(errors_mu_);
   auto it = apply_errors_.find(w.workspace_id());
@@ -68,6 +68,29 @@ void WorkspaceService::apply_to_runtime(const ctrl::Workspace& w, uint32_t drain
       spdlog::warn("workspace {}: {} (retrying)", w.workspace_id(), s.error().message);
     apply_errors_[w.workspace_id()] = ApplyError{s.error().message, drain_seconds};
   }
+  return s.ok();
+}
+
+void WorkspaceService::refresh_netns_keys(const std::vector<ctrl::Workspace>& attached) {
+  std::vector<std::pair<std::string, store::NetnsKey>> now;
+  for (const auto& w : attached) {
+    auto k = network_namespace_identity(w.netns());
+    if (k.ok()) now.emplace_back(w.workspace_id(), *k);
+  }
+  if (now.empty()) return;
+  Status st = env_.store.write([&](store::Transaction& txn) -> Status {
+    for (const auto& [id, key] : now) {
+      auto stored = txn.netns_key(id);
+      if (!stored.ok()) return std::move(stored).error();
+      if (*stored && (*stored)->dev == key.dev && (*stored)->ino == key.ino) continue;
+      KIB_TRY(txn.set_netns_key(id, key));
+      spdlog::info("workspace {}: its path names another network namespace than when it was created; recorded",
+                   id);
+    }
+    return {};
+  });
+  // Not fatal: the runtime refuses a second Workspace in a namespace it holds anyway.
+  if (!st.ok()) spdlog::warn("recording the namespaces of re-attached Workspaces: {}", st.error().message);
 }
 
 void WorkspaceService::retry_failed_applies() {
@@ -96,7 +119,7 @@ void WorkspaceService::retry_failed_applies() {
         std::lock_guard<std::mutex> g(errors_mu_);
         if (!apply_errors_.count(id)) return;  // applied meanwhile
       }
-      apply_to_runtime(*w, err.drain_seconds);
+      if (apply_to_runtime(*w, err.drain_seconds)) refresh_netns_keys({*w});
     });
   }
 }
@@ -349,7 +372,10 @@ Status WorkspaceService::publish_all() {
   }));
   if (!failed.ok()) return failed;
   // One namespace that is gone is reported in its status, not fatal for the others.
-  for (const auto& w : all) apply_to_runtime(w, 0);
+  std::vector<ctrl::Workspace> attached;
+  for (auto& w : all)
+    if (apply_to_runtime(w, 0)) attached.push_back(std::move(w));
+  refresh_netns_keys(attached);
   return {};
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "agent/api/connect/method_registry.h"
 #include "agent/api/services/service_env.h"
@@ -35,7 +36,12 @@ class WorkspaceService {
   void register_methods(MethodRegistry& registry);
 
  private:
-  void apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds);
+  // True when the runtime enforces it.
+  bool apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds);
+  // After Workspaces were attached again by path (at start, on a retry): stores the
+  // identity of the namespace each path names now where it changed, so that
+  // CreateWorkspace's "already attached" check knows the namespaces held today.
+  void refresh_netns_keys(const std::vector<ctrl::Workspace>& attached);
   // Asks the runtime to remove what a deleted Workspace left in its namespace, then
   // forgets the note; a failure keeps it for the next start.
   void finish_detach(const store::PendingDetach& p);

@@ -244,3 +244,80 @@ def test_a_workspace_deleted_just_before_a_crash_has_its_rules_removed_at_the_ne
     assert not diff, diff  # removed before the agent serves
     assert e2e.error_code(e2e.call(agent, e2e.WORKSPACE + "GetWorkspace", {"workspaceId": wid})) == "not_found"
     assert e2e.peer(lab, ws, e2e.covered(lab)) == ws.guest_v4  # no Workspace: direct
+
+
+def _bind(src, dst):
+    subprocess.run(["mount", "--bind", src, str(dst)], check=True)
+
+
+def test_a_path_that_names_another_namespace_at_start_counts_as_that_namespace(env, tmp_path):
+    # As after a host reboot: the Workspace's path names a new namespace (here: a bind
+    # mount moved from ws0's namespace to ws1's while the agent was down). The
+    # Workspace holds the namespace its path names now, and only that one.
+    lab, agent = env.lab, env.agent
+    ws0, ws1 = env.ws, lab.add_workspace()
+    alias = tmp_path / "netns"
+    alias.touch()
+    _bind(ws0.path, alias)
+    try:
+        eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+        pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
+        wid = e2e.field(e2e.ok(e2e.create_workspace(agent, str(alias), pol))["workspace"], "workspace_id")
+        e2e.wait_applied(agent, wid, 1, eid, 1)
+        agent.stop(signal.SIGKILL)
+        subprocess.run(["umount", str(alias)], check=True)
+        _bind(ws1.path, alias)
+        agent.start()
+        e2e.wait_applied(agent, wid, 1, eid, 1)
+        assert e2e.peer(lab, ws1, e2e.covered(lab)) == lab.socks_inet_v4
+        # ws1's namespace is held: a second Workspace there is refused...
+        assert e2e.error_code(e2e.create_workspace(agent, ws1.path, pol)) == "failed_precondition"
+        # ...and ws0's is nobody's now (the killed agent's table there is replaced).
+        other = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
+        e2e.wait_applied(agent, other, 1, eid, 1)
+        assert e2e.peer(lab, ws0, e2e.covered(lab)) == lab.socks_inet_v4
+    finally:
+        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
+
+
+def test_a_workspace_whose_path_names_another_workspaces_namespace_at_start_is_refused_by_the_data_plane(
+        env, tmp_path):
+    # Two Workspaces, then (agent down) the second one's path comes to name the first
+    # one's namespace. Attaching it would replace the first one's table, and deleting
+    # it would remove that table: the first guest's covered traffic would leave
+    # directly. The second is not attached; status says which Workspace holds it.
+    lab, agent = env.lab, env.agent
+    ws0, ws1 = env.ws, lab.add_workspace()
+    alias = tmp_path / "netns"
+    alias.touch()
+    _bind(ws1.path, alias)
+    try:
+        eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
+        pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
+        w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
+        w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, str(alias), pol))["workspace"], "workspace_id")
+        e2e.wait_applied(agent, w0, 1, eid, 1)
+        e2e.wait_applied(agent, w1, 1, eid, 1)
+        agent.stop(signal.SIGKILL)
+        subprocess.run(["umount", str(alias)], check=True)
+        _bind(ws0.path, alias)
+        # And the second one's stored identity is the first one's namespace (as when a
+        # namespace number is reused after a reboot): its delete must still leave that
+        # namespace's rules alone.
+        db = sqlite3.connect(os.path.join(agent.state_dir, "state.db"))
+        with db:
+            db.execute("UPDATE resources SET (netns_dev, netns_ino) = (SELECT netns_dev, netns_ino FROM "
+                       "resources WHERE id = ?) WHERE id = ?", (w0, w1))
+        db.close()
+        agent.start()
+        e2e.wait_applied(agent, w0, 1, eid, 1)
+        err = e2e.labmod.wait_for(lambda: e2e.field(e2e.policy_status(agent, w1), "error"), timeout=10,
+                                  what="the second Workspace's error")
+        assert w0 in err, err
+        state0 = lab.kernel_state(ws0.ws)
+        e2e.ok(e2e.delete_workspace(agent, w1))
+        assert lab.kernel_state(ws0.ws) == state0
+        assert e2e.peer(lab, ws0, e2e.covered(lab)) == lab.socks_inet_v4
+        assert not e2e.field(e2e.policy_status(agent, w0), "error")
+    finally:
+        subprocess.run(["umount", "-l", str(alias)], capture_output=True)

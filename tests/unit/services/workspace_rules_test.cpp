@@ -3,8 +3,10 @@
 // /proc/thread-self/ns/net is the same namespace under another path.
 #include <sys/stat.h>
 
+#include <optional>
 #include <thread>
 
+#include "agent/store/store.h"
 #include "tests/unit/services/service_harness.h"
 
 using namespace kib;
@@ -66,6 +68,31 @@ bool has_leftovers_call(const std::vector<std::string>& events) {
   for (const auto& e : events)
     if (e.rfind("leftovers_removed ", 0) == 0) return true;
   return false;
+}
+
+// Reads or rewrites the stored namespace identity of a Workspace with the agent down
+// (the control plane closed, then opened again without publishing).
+std::optional<store::NetnsKey> stored_key(Harness& h, const std::string& id,
+                                          std::optional<store::NetnsKey> rewrite = std::nullopt) {
+  h.plane.reset();
+  std::optional<store::NetnsKey> key;
+  {
+    auto s = store::Store::open(h.config.state_dir);
+    REQUIRE(s.ok());
+    REQUIRE((*s)->write([&](store::Transaction& txn) -> Status {
+                  if (rewrite) KIB_TRY(txn.set_netns_key(id, *rewrite));
+                  auto k = txn.netns_key(id);
+                  if (!k.ok()) return std::move(k).error();
+                  key = *k;
+                  return {};
+                }).ok());
+  }
+  h.open();
+  return key;
+}
+
+std::string key_text(const std::optional<store::NetnsKey>& k) {
+  return k ? std::to_string(k->dev) + ":" + std::to_string(k->ino) : "none";
 }
 
 ctrl::Workspace must_create(Harness& h, const ctrl::NetworkPolicy& p, const char* netns = kNetns) {
@@ -400,6 +427,40 @@ TEST_CASE("DeleteWorkspace: a namespace a new Workspace holds by the next start 
   must_create(h, isolated());  // the same namespace, attached again
   h.restart();
   CHECK_FALSE(has_leftovers_call(h.runtime.events()));
+}
+
+TEST_CASE("A Workspace attached again at start records the namespace its path names now") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  const std::string id = w.workspace_id();
+  // As after a host reboot: the stored identity is the namespace of before (gone),
+  // the path names a new one.
+  CHECK(key_text(stored_key(h, id, store::NetnsKey{1, 2})) == "1:2");
+  h.restart();
+  // The namespace its path names is held now: another path to it is refused.
+  CHECK(code_of(h.create_workspace("/proc/thread-self/ns/net", isolated())) == Code::failed_precondition);
+  CHECK(key_text(stored_key(h, id)) == identity(kNetns));
+}
+
+TEST_CASE("A Workspace whose attach fails keeps its identity until a retry attaches it") {
+  Harness h;
+  auto w = must_create(h, isolated());
+  const std::string id = w.workspace_id();
+  stored_key(h, id, store::NetnsKey{1, 2});
+  h.runtime.fail_workspace_apply("network namespace is gone");
+  h.restart();
+  CHECK(key_text(stored_key(h, id)) == "1:2");  // not attached: nothing learned
+  h.apply_retry = std::chrono::milliseconds(20);
+  h.reopen();
+  h.plane->publish_all();
+  h.runtime.fail_workspace_apply("");
+  std::string error = "not retried";
+  for (int i = 0; i < 200 && !error.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    error = h.get_workspace(id)->workspace().network_policy_status().error();
+  }
+  REQUIRE(error.empty());
+  CHECK(key_text(stored_key(h, id)) == identity(kNetns));
 }
 
 TEST_CASE("Workspace labels and annotations follow the same CAS rules, never touching the policy revision") {
