@@ -77,6 +77,31 @@ def latency(lab, tools, n, relay_pids, timeout_ms=3000):
     return j
 
 
+def _cpu_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[3] + v[4]  # all, idle + iowait
+
+
+def wait_idle(busy_below, max_seconds, window_s=1.0):
+    """Waits until the machine's CPUs were busy less than busy_below (0..1) over one
+    window, for at most max_seconds. Returns (seconds waited, busy share of the last
+    window): after a hold or a wrk run the SOCKS server and the kernel finish their
+    work (helper processes, TIME_WAIT, RCU) for a few seconds, and a latency series
+    taken then measures them, not the relay."""
+    if max_seconds <= 0:
+        return 0.0, None
+    t0 = time.monotonic()
+    while True:
+        a = _cpu_ticks()
+        time.sleep(window_s)
+        b = _cpu_ticks()
+        busy = 1 - (b[1] - a[1]) / max(1, b[0] - a[0])
+        waited = time.monotonic() - t0
+        if busy < busy_below or waited >= max_seconds:
+            return waited, busy
+
+
 def reachable(lab, tools, n=3):
     j = latency(lab, tools, n, None, timeout_ms=2000)
     return j["ok"] == n

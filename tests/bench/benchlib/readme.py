@@ -41,8 +41,13 @@ only inside them; all of it is removed at the end, even on failure. Only traffic
   close'` against `bench_server` in inet (one request per connection); relay CPU across
   the run divided by the connections completed.
 - **Latency**: `bench_client lat` (C): 1,000 sequential connections, time from before
-  `connect()` to the first response byte; p50 and p99. The routed column is the client's
-  own floor (client + two forwarding hops + server).
+  `connect()` to the first response byte; p50 and p99. Three such series per run, each
+  a sample (15 in all: a p99 of 1,000 is its 10th-worst connection), and each begins
+  once the machine is idle again (CPUs less than 25% busy over 1 s, at most 20 s of
+  waiting): the hold and wrk families before it leave dante and the kernel seconds of
+  work (helper processes, TIME_WAIT, RCU), which a series taken at once measures
+  instead of the relay. The routed column is the client's own floor (client + two
+  forwarding hops + server).
 - **Memory**: `bench_client hold` opens N connections, each confirmed end to end (the
   server echoes a byte), and keeps them idle. Relay RSS (`VmRSS`) before and while held,
   divided by N; system-wide `MemAvailable` drop divided by N (this counts kernel socket

@@ -206,8 +206,8 @@ def meta_lines(results):
         f"- kernel: {m['kernel']}",
         f"- load average at start / end: {m['load_start']} / {m.get('load_end', '?')}",
         f"- profile: {m['profile']} ({m['runs']} runs per figure; iperf3 {m['iperf_seconds']} s; "
-        f"wrk {m['wrk_seconds']} s × {m['wrk_conns']} connections; {m['lat_n']} sequential "
-        f"connections; {m['hold_n']} idle connections held)",
+        f"wrk {m['wrk_seconds']} s × {m['wrk_conns']} connections; {m.get('lat_series', 1)} × "
+        f"{m['lat_n']} sequential connections per run; {m['hold_n']} idle connections held)",
         f"- kibotos-agent: `{m.get('agent')}` ({m.get('agent_build', '?')})",
         f"- SOCKS5 server: {results['socks_server']['chosen']} ({results['socks_server']['why']})",
         f"- wall time: {m.get('wall_s', 0):.0f} s",
