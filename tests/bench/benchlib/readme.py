@@ -95,7 +95,7 @@ DESIGN = """## What these numbers decided (and what was tried)
   (a context switch per call, a blocked thread per idle flow). Idle and chatty
   connections keep no pipe (no fds, no kernel memory); TLS flows copy (user-space
   OpenSSL needs the bytes; this kernel has no kTLS).
-- **p99 connect + first byte.** A first full run showed p99 16 ms (p50 0.4 ms): after
+- **p99 connect + first byte: TIME_WAIT.** A first full run showed p99 16 ms (p50 0.4 ms): after
   thousands of connections the guest reused 4-tuples whose agent side sat in
   TIME_WAIT, and the prerouting rule `socket transparent 1` matched the new SYN to that
   TIME_WAIT socket, which answered with an ACK; the guest reset it and retried the SYN
@@ -125,14 +125,33 @@ DESIGN = """## What these numbers decided (and what was tried)
   ~0.47× of redsocks' ~120 µs, leaving ~4 µs per connection for scheduling and user
   space together (that VM: ~17). redsocks, profiled the same way, pays more for the
   same packets (its connect, writev and shutdown take ~42% of ~155 µs, epoll_ctl 13%,
-  pipes and splice 13%, user space 12%). On the AMD EPYC VM of the run above
-  (09ec097, no data-plane change since 341db80 that touches this path) everything
-  costs more, redsocks most: 137 against 283 µs, 0.48× (kibotos' runs 123-160,
-  redsocks copy 217-364): met, by a thin margin. Its p99 connect + first byte
-  (2,222 against 1,364 µs, 1.63×) came from the load the hold family leaves behind
-  in each run (load average up to 11; kibotos' five p99s 1,449-2,959); a
-  latency-only run right after on the quiet machine (`--families lat`, 5 runs)
-  measured 1,122 against redsocks copy 1,124 µs (1.00×; p50 744 against 746).
+  pipes and splice 13%, user space 12%). On the AMD EPYC VM (from 09ec097; no
+  data-plane change since 341db80 touches this path) everything costs more, redsocks
+  most, and the targets sit at their lines. Two full runs there: at 09ec097, CPU
+  per connection 137 against 283 µs (0.48×), CPU per GB 1 stream down 0.238
+  against 0.477 s/GB (0.50×); in the run above (6ee276d), 126 against 246 µs
+  (0.51×) and 0.226 against 0.403 (0.56×): kibotos measured about the same, the best
+  peer's own figure moved (redsocks splice per GB down: 0.344-0.427 across this
+  run's five runs). Throughput and connections/s are at parity or above (1 stream
+  0.99×, 4 streams 0.98×: all relays are bounded by dante and the shared cores,
+  ~7 Gbit/s here). A wrk profile on this VM: dante takes 62% of the machine's CPU,
+  kibotos 16%, of which user space is 3.5%; the rest is the TCP and netfilter work of
+  the packets it sends and receives (and the receivers' work that veth runs inline).
+- **p99 connect + first byte: at parity, noise-bound.** Latency through any relay here is mostly dante's:
+  routed 90 µs at p50, through a relay 770-1,030. The relays' own share is small and
+  alike, so the ratio is noise-bound: on the quiet machine (`--families lat`, 5 runs,
+  at 09ec097) 1,122 against redsocks copy 1,124 µs (1.00×; p50 744 against 746). After
+  the hold family (10,000 connections through dante, which grows its process pool),
+  every relay's latency is higher for the rest of a run, also after a fresh agent
+  start (an A/B in one lab: kibotos 1 thread p50 805 fresh, 1,034 after a hold, 1,042
+  after restarting the agent), so it is the lab's state, not the relay's. Since
+  6ee276d each run takes 3 series of 1,000, each once the CPUs are idle again, and the
+  figure is the median of the 15 (a p99 of 1,000 is its 10th-worst connection). In the
+  run above kibotos with 1 thread measured 1,585 against redsocks splice 1,189 µs
+  (1.33×) and with 2 threads 1,105 (0.93×); at 09ec097, 2,222 against 1,364 (1.63×),
+  2 threads 1,317. The 1-thread mode was slower than the 2-thread one after holds in
+  both full runs (p50 981 against 771 here) but not on the quiet machine (p50 692-780
+  against 662-742); not explained yet: the target is not met.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
