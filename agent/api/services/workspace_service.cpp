@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "agent/api/conventions/proto_bytes.h"
@@ -95,10 +96,18 @@ void WorkspaceService::refresh_netns_keys(const std::vector<ctrl::Workspace>& at
 
 void WorkspaceService::retry_failed_applies() {
   std::map<std::string, ApplyError> failed;
+  bool detaches = false;
   {
     std::lock_guard<std::mutex> g(errors_mu_);
     failed = apply_errors_;
+    detaches = !detach_errors_.empty();
   }
+  // A delete whose rule removal failed: its note is finished like at a start.
+  if (detaches)
+    env_.commands.in_store_order([&] {
+      if (Status st = finish_pending_detaches(); !st.ok())
+        spdlog::warn("removing the rules of deleted Workspaces: {}", st.error().message);
+    });
   for (const auto& [id, err] : failed) {
     // In store order: a write of this Workspace meanwhile is either already applied
     // (and this one re-applies what it stored) or waits for this one.
@@ -321,15 +330,19 @@ Result<ctrl::UpdateWorkspaceAnnotationsResponse> WorkspaceService::update_annota
 
 void WorkspaceService::finish_detach(const store::PendingDetach& p) {
   Status st = env_.runtime.leftovers_removed(p.netns, p.key.dev, p.key.ino);
-  if (!st.ok()) {
-    spdlog::warn("workspace {} (deleted): removing the agent's rules from {}: {} (tried again at the next start)",
-                 p.workspace_id, p.netns, st.error().message);
+  if (st.ok())
+    st = env_.store.write([&](store::Transaction& txn) { return txn.remove_pending_detach(p.workspace_id); });
+  std::lock_guard<std::mutex> g(errors_mu_);
+  if (st.ok()) {
+    detach_errors_.erase(p.workspace_id);
     return;
   }
-  Status done = env_.store.write([&](store::Transaction& txn) { return txn.remove_pending_detach(p.workspace_id); });
-  if (!done.ok())
-    spdlog::warn("workspace {} (deleted): {} (its namespace is checked again at the next start)", p.workspace_id,
-                 done.error().message);
+  // Logged when it changes, not on every retry.
+  auto& last = detach_errors_[p.workspace_id];
+  if (last != st.error().message)
+    spdlog::warn("workspace {} (deleted): removing the agent's rules from {}: {} (retrying)", p.workspace_id,
+                 p.netns, st.error().message);
+  last = st.error().message;
 }
 
 Status WorkspaceService::finish_pending_detaches() {
@@ -349,6 +362,13 @@ Status WorkspaceService::finish_pending_detaches() {
     }
     return {};
   }));
+  {
+    // Notes gone (a Workspace holds the namespace again) are not retried.
+    std::lock_guard<std::mutex> g(errors_mu_);
+    std::erase_if(detach_errors_, [&](const auto& e) {
+      return std::none_of(pending.begin(), pending.end(), [&](const auto& p) { return p.workspace_id == e.first; });
+    });
+  }
   for (const auto& p : pending) finish_detach(p);
   return {};
 }

@@ -3,7 +3,8 @@
 // first, then handed to the runtime; when the runtime cannot enforce it, the
 // Workspace stays stored, the failure shows in network_policy_status.error, and
 // retry_failed_applies hands it over again (a namespace that appears after the agent
-// started, as after a host reboot, gets its rules without an operator's call).
+// started, as after a host reboot, gets its rules without an operator's call). A
+// deleted Workspace's rules that could not be removed are retried the same way.
 #include <map>
 #include <mutex>
 #include <string>
@@ -43,9 +44,9 @@ class WorkspaceService {
   // CreateWorkspace's "already attached" check knows the namespaces held today.
   void refresh_netns_keys(const std::vector<ctrl::Workspace>& attached);
   // Asks the runtime to remove what a deleted Workspace left in its namespace, then
-  // forgets the note; a failure keeps it for the next start.
+  // forgets the note; a failure keeps it (in detach_errors_ too, for the retries).
   void finish_detach(const store::PendingDetach& p);
-  // At start: every note a crash or a failed removal left.
+  // At start and on retries: every note a crash or a failed removal left.
   Status finish_pending_detaches();
   // network_policy_status as the runtime reports it, with the last apply error when
   // the runtime's own report has none.
@@ -59,6 +60,7 @@ class WorkspaceService {
   ServiceEnv& env_;
   mutable std::mutex errors_mu_;
   std::map<std::string, ApplyError> apply_errors_;
+  std::map<std::string, std::string> detach_errors_;  // deleted Workspace -> why its rules remain
 };
 
 }  // namespace kib::api

@@ -3,6 +3,7 @@
 // /proc/thread-self/ns/net is the same namespace under another path.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <optional>
 #include <thread>
 
@@ -416,6 +417,31 @@ TEST_CASE("DeleteWorkspace: rules that could not be removed (or a crash first) a
   CHECK(has_leftovers_call(h.runtime.events()));
   h.restart();
   CHECK_FALSE(has_leftovers_call(h.runtime.events()));  // done: forgotten
+}
+
+TEST_CASE("DeleteWorkspace: rules that could not be removed are retried without a restart") {
+  Harness h;
+  h.apply_retry = std::chrono::milliseconds(20);
+  h.reopen();
+  auto w = must_create(h, isolated());
+  h.runtime.fail_leftovers("nft: Operation not permitted");
+  REQUIRE(h.delete_workspace(w.workspace_id()).ok());
+  // Retried while it fails...
+  auto calls = [&] {
+    auto ev = h.runtime.events();
+    return std::count_if(ev.begin(), ev.end(), [](const auto& e) { return e.rfind("leftovers_removed ", 0) == 0; });
+  };
+  for (int i = 0; i < 200 && calls() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(calls() >= 3);
+  // ...until it succeeds, then no more.
+  h.runtime.fail_leftovers("");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  h.runtime.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(calls() == 0);
+  h.apply_retry = std::chrono::milliseconds(0);
+  h.restart();
+  CHECK_FALSE(has_leftovers_call(h.runtime.events()));  // the note is gone from the store
 }
 
 TEST_CASE("DeleteWorkspace: a namespace a new Workspace holds by the next start keeps its rules") {
