@@ -196,14 +196,31 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
   return {};
 }
 
-void DataplaneRuntime::workspace_deleted(const std::string& workspace_id) {
+void DataplaneRuntime::forget_workspace(const std::string& workspace_id, bool remove_rules) {
   {
     std::lock_guard lk(mu_);
     if (workspaces_.erase(workspace_id) == 0) return;
   }
-  attacher_.detach(workspace_id);
+  if (remove_rules) attacher_.detach(workspace_id);
+  else attacher_.release(workspace_id);
   for (auto& w : workers_) w->remove_workspace(workspace_id);
   if (dns_) dns_->remove_workspace(workspace_id);
+}
+
+void DataplaneRuntime::workspace_deleted(const std::string& workspace_id) { forget_workspace(workspace_id, true); }
+
+std::vector<std::string> DataplaneRuntime::workspaces_moved() const {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, e] : workspaces_) ids.push_back(id);
+  }
+  std::erase_if(ids, [&](const std::string& id) { return !attacher_.moved(id); });
+  return ids;
+}
+
+void DataplaneRuntime::workspace_released(const std::string& workspace_id) {
+  forget_workspace(workspace_id, false);
 }
 
 Status DataplaneRuntime::leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) {

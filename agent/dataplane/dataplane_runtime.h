@@ -30,6 +30,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   Status workspace_applied(const std::string& workspace_id, const std::string& netns,
                            const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) override;
   void workspace_deleted(const std::string& workspace_id) override;
+  std::vector<std::string> workspaces_moved() const override;
+  void workspace_released(const std::string& workspace_id) override;
   Status leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) override;
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;
@@ -40,6 +42,9 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
  private:
   DataplaneRuntime(const Config& config, WorkspaceAttacher& attacher, policy::EndpointAddressPolicy addr);
   ctrl::NetworkPolicyStatus tcp_status(const std::string& workspace_id) const;
+  // Drops an attached Workspace: its rules removed (detach) or left (release), then
+  // its listeners and connections closed in the loops and DNS.
+  void forget_workspace(const std::string& workspace_id, bool remove_rules);
   void ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) override;
   void ack_policy(unsigned worker, const std::string& workspace_id, uint64_t revision) override;
 

@@ -15,7 +15,8 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   auto ns = netns::NamespaceHandle::open(netns);
   if (!ns.ok()) return std::move(ns).error();
   if (auto holder = holder_of(*ns, workspace_id); !holder.empty())
-    return Error{Code::failed_precondition, "the network namespace " + netns + " names is already attached to workspace " + holder};
+    return Error{Code::failed_precondition,
+                 "netns " + netns + ": its network namespace is already attached to workspace " + holder};
   netns::AttachParams params;
   params.policy = std::move(rp.value());
   params.listeners_per_family = loops;
@@ -72,6 +73,17 @@ void NetnsAttacher::detach(const std::string& workspace_id) {
   if (Status st = it->second.attachment.detach(); !st.ok())
     spdlog::warn("workspace {}: detaching its namespace: {}", workspace_id, st.error().message);
   entries_.erase(it);
+}
+
+void NetnsAttacher::release(const std::string& workspace_id) {
+  std::lock_guard lk(mu_);
+  entries_.erase(workspace_id);  // closes our fds only: the table stays in the kernel
+}
+
+bool NetnsAttacher::moved(const std::string& workspace_id) const {
+  std::lock_guard lk(mu_);
+  auto it = entries_.find(workspace_id);
+  return it != entries_.end() && !it->second.attachment.namespace_alive();
 }
 
 Status NetnsAttacher::remove_leftovers(const std::string& netns, uint64_t dev, uint64_t ino) {

@@ -20,6 +20,8 @@ class NetnsAttacher final : public WorkspaceAttacher {
                                     const ::kibotos::ctrl::v1::NetworkPolicy& policy, unsigned loops) override;
   Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
   void detach(const std::string& workspace_id) override;
+  void release(const std::string& workspace_id) override;
+  bool moved(const std::string& workspace_id) const override;
   Status remove_leftovers(const std::string& netns, uint64_t dev, uint64_t ino) override;
   std::string health(const std::string& workspace_id) const override;
 

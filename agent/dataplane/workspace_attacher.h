@@ -31,6 +31,10 @@ class WorkspaceAttacher {
   virtual Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) = 0;
   // Removes everything installed for the Workspace.
   virtual void detach(const std::string& workspace_id) = 0;
+  // Forgets the Workspace's namespace, leaving what was installed there.
+  virtual void release(const std::string& /*workspace_id*/) {}
+  // Whether the Workspace's path no longer names the namespace it was attached in.
+  virtual bool moved(const std::string& /*workspace_id*/) const { return false; }
   // Runtime::leftovers_removed, for a namespace no Workspace holds.
   virtual Status remove_leftovers(const std::string& /*netns*/, uint64_t /*dev*/, uint64_t /*ino*/) { return {}; }
   // Empty while the namespace and its rules are intact, else why not.

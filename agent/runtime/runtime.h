@@ -64,6 +64,13 @@ class Runtime {
   // namespace with that identity (st_dev, st_ino). ok when nothing is left: removed
   // now, or the path names another namespace or none.
   virtual Status leftovers_removed(const std::string& /*netns*/, uint64_t /*dev*/, uint64_t /*ino*/) { return {}; }
+  // Attached Workspaces whose netns path no longer names the namespace they were
+  // attached in (the namespace was deleted, and maybe another one mounted there).
+  virtual std::vector<std::string> workspaces_moved() const { return {}; }
+  // Lets go of a Workspace's namespace and closes its connections, leaving its rules
+  // there (they keep dropping covered traffic: fail closed); the next
+  // workspace_applied attaches it afresh by path.
+  virtual void workspace_released(const std::string& /*workspace_id*/) {}
   virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
   virtual RuntimeCounts counts() const = 0;
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.

@@ -60,6 +60,7 @@ class ControlPlaneImpl final : public ControlPlane {
     while (!retry_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
       lk.unlock();
       workspaces_.retry_failed_applies();
+      workspaces_.reattach_moved();
       lk.lock();
     }
   }

@@ -24,7 +24,9 @@ using ResolveFn = std::function<Result<std::vector<policy::IpAddress>>(const std
 struct ControlPlaneOptions {
   Clock clock;
   ResolveFn resolve;
-  // How often a Workspace the runtime failed to enforce is handed to it again; 0: never.
+  // How often a Workspace the runtime failed to enforce is handed to it again, the
+  // Workspaces whose path names another namespace are attached again, and a deleted
+  // Workspace's rules that could not be removed are tried again; 0: never.
   std::chrono::milliseconds apply_retry_interval{2000};
 };
 

@@ -30,6 +30,16 @@ Result<ctrl::Workspace> must_load(store::Transaction& txn, const std::string& id
   return std::move(**w);
 }
 
+// The Workspace as stored now, in its own read; none when deleted.
+Result<std::optional<ctrl::Workspace>> load_stored(store::Store& store, const std::string& id) {
+  std::optional<Result<std::optional<ctrl::Workspace>>> out;
+  KIB_TRY(store.read([&](store::Transaction& txn) -> Status {
+    out = load_workspace(txn, id);
+    return {};
+  }));
+  return std::move(*out);
+}
+
 Status save(store::Transaction& txn, const ctrl::Workspace& w) {
   return txn.update(store::Kind::workspace, w.workspace_id(), w.SerializeAsString());
 }
@@ -54,6 +64,21 @@ ctrl::NetworkPolicyStatus WorkspaceService::status_of(const std::string& id) con
 ctrl::Workspace WorkspaceService::with_status(ctrl::Workspace w) const {
   *w.mutable_network_policy_status() = status_of(w.workspace_id());
   return w;
+}
+
+void WorkspaceService::reattach_moved() {
+  for (const auto& id : env_.runtime.workspaces_moved()) {
+    env_.commands.in_store_order([&] {
+      auto w = load_stored(env_.store, id);
+      // Deleted meanwhile, or the path names nothing yet: status says the namespace
+      // is gone, and its rules stay where they were.
+      if (!w.ok() || !*w || !network_namespace_identity((*w)->netns()).ok()) return;
+      auto& ws = **w;
+      spdlog::warn("workspace {}: {} names another network namespace now; attaching that one", id, ws.netns());
+      env_.runtime.workspace_released(id);
+      if (apply_to_runtime(ws, 0)) refresh_netns_keys({ws});
+    });
+  }
 }
 
 bool WorkspaceService::apply_to_runtime(const ctrl::Workspace& w, uint32_t drain_seconds) {
@@ -85,8 +110,7 @@ void WorkspaceService::refresh_netns_keys(const std::vector<ctrl::Workspace>& at
       if (!stored.ok()) return std::move(stored).error();
       if (*stored && (*stored)->dev == key.dev && (*stored)->ino == key.ino) continue;
       KIB_TRY(txn.set_netns_key(id, key));
-      spdlog::info("workspace {}: its path names another network namespace than when it was created; recorded",
-                   id);
+      spdlog::info("workspace {}: its path names another network namespace than the one stored; recorded", id);
     }
     return {};
   });
@@ -112,13 +136,9 @@ void WorkspaceService::retry_failed_applies() {
     // In store order: a write of this Workspace meanwhile is either already applied
     // (and this one re-applies what it stored) or waits for this one.
     env_.commands.in_store_order([&] {
-      std::optional<ctrl::Workspace> w;
-      Status loaded = env_.store.read([&](store::Transaction& txn) -> Status {
-        auto r = must_load(txn, id);
-        if (r.ok()) w = std::move(r).value();
-        return {};
-      });
-      if (!loaded.ok()) return;  // the next period tries again
+      auto stored = load_stored(env_.store, id);
+      if (!stored.ok()) return;  // the next period tries again
+      auto& w = *stored;
       if (!w) {  // deleted meanwhile
         std::lock_guard<std::mutex> g(errors_mu_);
         apply_errors_.erase(id);

@@ -34,6 +34,10 @@ class WorkspaceService {
   // Hands the Workspaces the runtime last failed to enforce to it again, as stored
   // now, with the drain_seconds of the failed apply.
   void retry_failed_applies();
+  // Attaches again, by path, the Workspaces whose path names another namespace than
+  // the one they hold (a guest's namespace deleted and created again at the same
+  // path while the agent runs: without this, the new one would have no rules).
+  void reattach_moved();
   void register_methods(MethodRegistry& registry);
 
  private:

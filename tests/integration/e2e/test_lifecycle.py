@@ -1,6 +1,7 @@
 """Workspace lifecycle with the real agent: fail closed when it is killed, re-attach
 on restart from the same state dir, and DeleteWorkspace leaving the namespace exactly
 as it was while closing the relayed connections."""
+import contextlib
 import os
 import signal
 import sqlite3
@@ -12,6 +13,40 @@ import e2e_env as e2e
 
 if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
+
+
+@contextlib.contextmanager
+def second_path(tmp_path, netns):
+    """Another path to a namespace (a bind mount), as a Workspace's netns; unmounted
+    lazily at the end (the agent may still hold the namespace open through it)."""
+    alias = tmp_path / "netns"
+    alias.touch()
+    subprocess.run(["mount", "--bind", netns, str(alias)], check=True)
+    try:
+        yield alias
+    finally:
+        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
+
+
+def repoint(alias, netns):
+    """The path names another namespace now (None: nothing). Lazily unmounted, as
+    `ip netns del` does: the agent may hold the namespace open through the path."""
+    subprocess.run(["umount", "-l", str(alias)], check=True)
+    if netns:
+        subprocess.run(["mount", "--bind", netns, str(alias)], check=True)
+
+
+def attach_at(env, *paths):
+    """An Egress to dante, then a Workspace at each path routing the covered
+    destination through it, applied. Returns (egress_id, policy, workspace ids)."""
+    eid = e2e.field(e2e.create_egress(env.agent, env.socks), "egress_id")
+    pol = e2e.policy((eid, [e2e.covered(env.lab) + "/32"]))
+    wids = [e2e.field(e2e.ok(e2e.create_workspace(env.agent, str(p), pol))["workspace"], "workspace_id")
+            for p in paths]
+    for wid in wids:
+        e2e.wait_applied(env.agent, wid, 1, eid, 1)
+    return eid, pol, wids
+
 
 
 # Killed (crash) and stopped cleanly (SIGTERM): in both the table stays and drops.
@@ -87,13 +122,7 @@ def test_delete_workspace_after_a_restart_still_leaves_the_namespace_exactly_as_
 def test_restart_reports_a_vanished_namespace_in_status_and_still_reattaches_the_others(env):
     lab, agent = env.lab, env.agent
     ws0, ws1 = env.ws, lab.add_workspace()
-    egress = e2e.create_egress(agent, env.socks)
-    eid = e2e.field(egress, "egress_id")
-    pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
-    w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
-    w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws1.path, pol))["workspace"], "workspace_id")
-    e2e.wait_applied(agent, w0, 1, eid, 1)
-    e2e.wait_applied(agent, w1, 1, eid, 1)
+    eid, _, (w0, w1) = attach_at(env, ws0.path, ws1.path)
     agent.stop(signal.SIGKILL)
     lab.run(ws0.ws, "true")  # exists until now
     e2e.labmod._run([e2e.labmod.IP, "netns", "del", ws0.ws])
@@ -109,11 +138,7 @@ def test_restart_reports_a_vanished_namespace_in_status_and_still_reattaches_the
 def test_deleting_one_workspace_leaves_the_other_attached(env):
     lab, agent = env.lab, env.agent
     ws0, ws1 = env.ws, lab.add_workspace()
-    eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
-    pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
-    w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
-    w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws1.path, pol))["workspace"], "workspace_id")
-    e2e.wait_applied(agent, w1, 1, eid, 1)
+    eid, _, (w0, w1) = attach_at(env, ws0.path, ws1.path)
     ticker = e2e.start_ticker(lab, ws1, e2e.covered(lab))
     try:
         state1 = lab.kernel_state(ws1.ws)
@@ -197,16 +222,13 @@ def test_a_namespace_missing_at_start_is_attached_once_it_is_back_without_a_call
     # exist: the Workspace's path (a bind mount of the namespace here) names nothing
     # at start, then names the namespace again.
     lab, ws, agent = env.lab, env.ws, env.agent
-    alias = tmp_path / "netns"
-    alias.touch()
-    subprocess.run(["mount", "--bind", ws.path, str(alias)], check=True)
-    try:
+    with second_path(tmp_path, ws.path) as alias:
         eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
         body = e2e.ok(e2e.create_workspace(agent, str(alias), e2e.policy((eid, [e2e.covered(lab) + "/32"]))))
         wid = e2e.field(body["workspace"], "workspace_id")
         e2e.wait_applied(agent, wid, 1, eid, 1)
         agent.stop(signal.SIGKILL)
-        subprocess.run(["umount", str(alias)], check=True)
+        repoint(alias, None)
         agent.start()
         err = e2e.labmod.wait_for(lambda: e2e.field(e2e.policy_status(agent, wid), "error"), timeout=10,
                                   what="the reason in status")
@@ -217,9 +239,6 @@ def test_a_namespace_missing_at_start_is_attached_once_it_is_back_without_a_call
         e2e.wait_applied(agent, wid, 1, eid, 1)
         assert not e2e.field(e2e.policy_status(agent, wid), "error")
         assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
-    finally:
-        # Lazily: the agent holds the namespace open through this path.
-        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
 
 
 def test_a_workspace_deleted_just_before_a_crash_has_its_rules_removed_at_the_next_start(env):
@@ -246,27 +265,16 @@ def test_a_workspace_deleted_just_before_a_crash_has_its_rules_removed_at_the_ne
     assert e2e.peer(lab, ws, e2e.covered(lab)) == ws.guest_v4  # no Workspace: direct
 
 
-def _bind(src, dst):
-    subprocess.run(["mount", "--bind", src, str(dst)], check=True)
-
-
 def test_a_path_that_names_another_namespace_at_start_counts_as_that_namespace(env, tmp_path):
     # As after a host reboot: the Workspace's path names a new namespace (here: a bind
     # mount moved from ws0's namespace to ws1's while the agent was down). The
     # Workspace holds the namespace its path names now, and only that one.
     lab, agent = env.lab, env.agent
     ws0, ws1 = env.ws, lab.add_workspace()
-    alias = tmp_path / "netns"
-    alias.touch()
-    _bind(ws0.path, alias)
-    try:
-        eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
-        pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
-        wid = e2e.field(e2e.ok(e2e.create_workspace(agent, str(alias), pol))["workspace"], "workspace_id")
-        e2e.wait_applied(agent, wid, 1, eid, 1)
+    with second_path(tmp_path, ws0.path) as alias:
+        eid, pol, (wid,) = attach_at(env, alias)
         agent.stop(signal.SIGKILL)
-        subprocess.run(["umount", str(alias)], check=True)
-        _bind(ws1.path, alias)
+        repoint(alias, ws1.path)
         agent.start()
         e2e.wait_applied(agent, wid, 1, eid, 1)
         assert e2e.peer(lab, ws1, e2e.covered(lab)) == lab.socks_inet_v4
@@ -276,8 +284,6 @@ def test_a_path_that_names_another_namespace_at_start_counts_as_that_namespace(e
         other = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
         e2e.wait_applied(agent, other, 1, eid, 1)
         assert e2e.peer(lab, ws0, e2e.covered(lab)) == lab.socks_inet_v4
-    finally:
-        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
 
 
 def test_a_workspace_whose_path_names_another_workspaces_namespace_at_start_is_refused_by_the_data_plane(
@@ -288,19 +294,10 @@ def test_a_workspace_whose_path_names_another_workspaces_namespace_at_start_is_r
     # directly. The second is not attached; status says which Workspace holds it.
     lab, agent = env.lab, env.agent
     ws0, ws1 = env.ws, lab.add_workspace()
-    alias = tmp_path / "netns"
-    alias.touch()
-    _bind(ws1.path, alias)
-    try:
-        eid = e2e.field(e2e.create_egress(agent, env.socks), "egress_id")
-        pol = e2e.policy((eid, [e2e.covered(lab) + "/32"]))
-        w0 = e2e.field(e2e.ok(e2e.create_workspace(agent, ws0.path, pol))["workspace"], "workspace_id")
-        w1 = e2e.field(e2e.ok(e2e.create_workspace(agent, str(alias), pol))["workspace"], "workspace_id")
-        e2e.wait_applied(agent, w0, 1, eid, 1)
-        e2e.wait_applied(agent, w1, 1, eid, 1)
+    with second_path(tmp_path, ws1.path) as alias:
+        eid, _, (w0, w1) = attach_at(env, ws0.path, alias)
         agent.stop(signal.SIGKILL)
-        subprocess.run(["umount", str(alias)], check=True)
-        _bind(ws0.path, alias)
+        repoint(alias, ws0.path)
         # And the second one's stored identity is the first one's namespace (as when a
         # namespace number is reused after a reboot): its delete must still leave that
         # namespace's rules alone.
@@ -319,5 +316,24 @@ def test_a_workspace_whose_path_names_another_workspaces_namespace_at_start_is_r
         assert lab.kernel_state(ws0.ws) == state0
         assert e2e.peer(lab, ws0, e2e.covered(lab)) == lab.socks_inet_v4
         assert not e2e.field(e2e.policy_status(agent, w0), "error")
-    finally:
-        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
+
+
+def test_a_path_that_comes_to_name_another_namespace_while_the_agent_runs_is_attached_there(env, tmp_path):
+    # A guest's namespace deleted and created again at the same path while the agent
+    # runs (here: the bind mount taken away from ws0's namespace, then put on ws1's).
+    # While the path names nothing, the Workspace keeps the namespace it holds; once
+    # it names another, that one gets the rules (else its covered traffic would leave
+    # directly), and the old one keeps its table (covered traffic there stays dropped).
+    lab, agent = env.lab, env.agent
+    ws0, ws1 = env.ws, lab.add_workspace()
+    with second_path(tmp_path, ws0.path) as alias:
+        eid, pol, (wid,) = attach_at(env, alias)
+        repoint(alias, None)
+        err = e2e.labmod.wait_for(lambda: e2e.field(e2e.policy_status(agent, wid), "error"), timeout=10,
+                                  what="the gone namespace in status")
+        assert "gone" in err, err
+        assert e2e.peer(lab, ws0, e2e.covered(lab)) == lab.socks_inet_v4
+        subprocess.run(["mount", "--bind", ws1.path, str(alias)], check=True)
+        e2e.wait_applied(agent, wid, 1, eid, 1)
+        assert e2e.peer(lab, ws1, e2e.covered(lab)) == lab.socks_inet_v4
+        assert not e2e.reachable(lab, ws0, e2e.covered(lab), timeout=2.0)

@@ -78,6 +78,16 @@ class RecordingRuntime final : public Runtime {
     if (!fail_leftovers_.empty()) return Error{Code::internal, fail_leftovers_};
     return {};
   }
+  std::vector<std::string> workspaces_moved() const override {
+    std::lock_guard<std::mutex> g(mu_);
+    return moved_;
+  }
+  void workspace_released(const std::string& id) override {
+    record("workspace_released " + id);
+    std::lock_guard<std::mutex> g(mu_);
+    applied_.erase(id);
+    std::erase(moved_, id);
+  }
   ctrl::NetworkPolicyStatus workspace_status(const std::string& id) const override {
     std::lock_guard<std::mutex> g(mu_);
     ctrl::NetworkPolicyStatus s;
@@ -106,6 +116,11 @@ class RecordingRuntime final : public Runtime {
     std::lock_guard<std::mutex> g(mu_);
     fail_apply_ = std::move(message);
   }
+  // The Workspaces whose path names another namespace now, until released.
+  void set_moved(std::vector<std::string> ids) {
+    std::lock_guard<std::mutex> g(mu_);
+    moved_ = std::move(ids);
+  }
   void fail_leftovers(std::string message) {
     std::lock_guard<std::mutex> g(mu_);
     fail_leftovers_ = std::move(message);
@@ -123,6 +138,7 @@ class RecordingRuntime final : public Runtime {
   std::map<std::string, uint64_t> applied_;
   std::string fail_apply_;
   std::string fail_leftovers_;
+  std::vector<std::string> moved_;
 };
 
 // A fake name service: host -> addresses, and an optional hook run inside resolve

@@ -96,6 +96,17 @@ std::string key_text(const std::optional<store::NetnsKey>& k) {
   return k ? std::to_string(k->dev) + ":" + std::to_string(k->ino) : "none";
 }
 
+// The Workspace's status error once a retry enforced it (empty), or after 2 s of
+// retries.
+std::string status_error_after_retries(Harness& h, const std::string& id) {
+  std::string error = "not retried";
+  for (int i = 0; i < 200 && !error.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    error = h.get_workspace(id)->workspace().network_policy_status().error();
+  }
+  return error;
+}
+
 ctrl::Workspace must_create(Harness& h, const ctrl::NetworkPolicy& p, const char* netns = kNetns) {
   auto w = h.create_workspace(netns, p);
   REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
@@ -343,11 +354,7 @@ TEST_CASE("A Workspace the runtime failed to enforce is handed to it again until
   CHECK(h.get_workspace(id)->workspace().network_policy_status().error() == "network namespace is gone");
   h.runtime.clear();
   h.runtime.fail_workspace_apply("");
-  std::string error = "not retried";
-  for (int i = 0; i < 200 && !error.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    error = h.get_workspace(id)->workspace().network_policy_status().error();
-  }
+  std::string error = status_error_after_retries(h, id);
   CHECK(error.empty());
   CHECK(h.get_workspace(id)->workspace().network_policy_status().applied_revision() == 1);
   auto ev = h.runtime.events();
@@ -480,13 +487,33 @@ TEST_CASE("A Workspace whose attach fails keeps its identity until a retry attac
   h.reopen();
   h.plane->publish_all();
   h.runtime.fail_workspace_apply("");
-  std::string error = "not retried";
-  for (int i = 0; i < 200 && !error.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    error = h.get_workspace(id)->workspace().network_policy_status().error();
-  }
+  std::string error = status_error_after_retries(h, id);
   REQUIRE(error.empty());
   CHECK(key_text(stored_key(h, id)) == identity(kNetns));
+}
+
+TEST_CASE("A Workspace whose path names another namespace while the agent runs is attached again") {
+  Harness h;
+  h.apply_retry = std::chrono::milliseconds(20);
+  h.reopen();
+  auto w = must_create(h, isolated());
+  const std::string id = w.workspace_id();
+  stored_key(h, id, store::NetnsKey{1, 2});  // the namespace it held, gone now
+  h.runtime.clear();
+  h.runtime.set_moved({id});
+  std::vector<std::string> ev;
+  for (int i = 0; i < 200 && ev.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ev = h.runtime.events();
+  }
+  // Released (its rules stay in the old namespace), then attached by path, once.
+  REQUIRE(ev.size() >= 2);
+  CHECK(ev[0] == "workspace_released " + id);
+  CHECK(ev[1] == "workspace_applied " + id + " " + kNetns + " r1 drain 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(h.runtime.events().size() == 2);
+  CHECK(h.get_workspace(id)->workspace().network_policy_status().applied_revision() == 1);
+  CHECK(key_text(stored_key(h, id)) == identity(kNetns));  // the namespace it holds now
 }
 
 TEST_CASE("Workspace labels and annotations follow the same CAS rules, never touching the policy revision") {
