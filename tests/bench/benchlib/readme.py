@@ -149,9 +149,15 @@ DESIGN = """## What these numbers decided (and what was tried)
   figure is the median of the 15 (a p99 of 1,000 is its 10th-worst connection). In the
   run above kibotos with 1 thread measured 1,585 against redsocks splice 1,189 µs
   (1.33×) and with 2 threads 1,105 (0.93×); at 09ec097, 2,222 against 1,364 (1.63×),
-  2 threads 1,317. The 1-thread mode was slower than the 2-thread one after holds in
-  both full runs (p50 981 against 771 here) but not on the quiet machine (p50 692-780
-  against 662-742); not explained yet: the target is not met.
+  2 threads 1,317. The 1-thread mode was slower than the 2-thread one in both full
+  runs (p50 981 against 771 here), but not when the two alternate in one lab after a
+  hold (4 rounds of 3 series each, order swapped each round: p50 1,216 against
+  1,228; the lab's state after a hold decays over minutes, from p99 ~7 ms in the
+  first round to ~4 ms in the last). So what a mode measures depends on where in the
+  run it sits and how many connections the holds before it established (redsocks
+  splice establishes 3,332 of its 9,500). A latency pass of its own, every mode in
+  turn before any hold, with the guest's TIME_WAIT sockets drained first, would remove
+  that; not done yet. The target is not met.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
