@@ -31,6 +31,7 @@ struct ResourceRow {
 struct NetnsKey {
   uint64_t dev = 0;
   uint64_t ino = 0;
+  bool operator==(const NetnsKey&) const = default;
 };
 
 // A deleted Workspace's namespace whose agent rules are not known to be removed yet.

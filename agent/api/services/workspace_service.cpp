@@ -108,7 +108,7 @@ void WorkspaceService::refresh_netns_keys(const std::vector<ctrl::Workspace>& at
     for (const auto& [id, key] : now) {
       auto stored = txn.netns_key(id);
       if (!stored.ok()) return std::move(stored).error();
-      if (*stored && (*stored)->dev == key.dev && (*stored)->ino == key.ino) continue;
+      if (*stored == key) continue;
       KIB_TRY(txn.set_netns_key(id, key));
       spdlog::info("workspace {}: its path names another network namespace than the one stored; recorded", id);
     }

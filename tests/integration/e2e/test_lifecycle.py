@@ -106,14 +106,21 @@ def test_delete_workspace_leaves_the_namespace_exactly_as_before_and_closes_rela
     assert e2e.peer(lab, ws, e2e.covered(lab)) == ws.guest_v4
 
 
+def attached_then_killed(env):
+    """The namespace's kernel state before the agent touched it, then a Workspace
+    attached through an Egress and the agent killed (its rules left in the kernel).
+    Returns (that state, egress_id, workspace_id)."""
+    before = env.lab.kernel_state(env.ws.ws)
+    egress, workspace = e2e.attach(env)
+    env.agent.stop(signal.SIGKILL)
+    return before, e2e.field(egress, "egress_id"), e2e.field(workspace, "workspace_id")
+
+
 def test_delete_workspace_after_a_restart_still_leaves_the_namespace_exactly_as_before(env):
     lab, ws, agent = env.lab, env.ws, env.agent
-    before = lab.kernel_state(ws.ws)
-    egress, workspace = e2e.attach(env)
-    wid = e2e.field(workspace, "workspace_id")
-    agent.stop(signal.SIGKILL)
+    before, eid, wid = attached_then_killed(env)
     agent.start()
-    e2e.wait_applied(agent, wid, 1, e2e.field(egress, "egress_id"), 1)
+    e2e.wait_applied(agent, wid, 1, eid, 1)
     e2e.ok(e2e.delete_workspace(agent, wid))
     diff = e2e.state_diff(before, lab.kernel_state(ws.ws))
     assert not diff, diff
@@ -243,10 +250,7 @@ def test_a_namespace_missing_at_start_is_attached_once_it_is_back_without_a_call
 
 def test_a_workspace_deleted_just_before_a_crash_has_its_rules_removed_at_the_next_start(env):
     lab, ws, agent = env.lab, env.ws, env.agent
-    before = lab.kernel_state(ws.ws)
-    _, workspace = e2e.attach(env)
-    wid = e2e.field(workspace, "workspace_id")
-    agent.stop(signal.SIGKILL)
+    before, _, wid = attached_then_killed(env)
     # What a DeleteWorkspace that committed just before the crash left in the store
     # (its rules were not removed yet): the same transaction as the agent's.
     db = sqlite3.connect(os.path.join(agent.state_dir, "state.db"))
