@@ -53,7 +53,7 @@ struct RelayTimeouts {
   // and a fight for the socket lock with the softirq delivering the next burst.
   // Only bytes that arrive within this time of the previous read wait, at most this
   // long; a flow that stays dry for one period waits for readability again.
-  __kernel_timespec splice_coalesce{0, 500'000};
+  __kernel_timespec splice_coalesce{0, 2'000'000};
 };
 
 union SocketAddress {

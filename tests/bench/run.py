@@ -35,12 +35,14 @@ PROFILES = {
     # machine-wide memory) moved medians of 3 across a target between runs.
     "full": dict(runs=5, iperf_seconds=4, variants=("1_up", "1_down", "4_up", "4_down"),
                  wrk_seconds=3, wrk_conns=32, lat_n=1000, lat_series=3, hold_n=10000, dns_n=5000,
-                 dns_window=16, select_seconds=2, select_lat_n=300, max_minutes=30,
-                 settle_load=2.0, settle_seconds=180, idle_busy=0.25, idle_seconds=20),
+                 dns_window=16, select_seconds=2, select_lat_n=300, max_minutes=40,
+                 settle_load=2.0, settle_seconds=180, idle_busy=0.25, idle_seconds=20,
+                 lat_warmup=100, tw_below=1000, tw_seconds=70),
     "smoke": dict(runs=1, iperf_seconds=1, variants=("1_up", "4_down"), wrk_seconds=1,
                   wrk_conns=8, lat_n=100, lat_series=1, hold_n=200, dns_n=200, dns_window=4,
                   select_seconds=1, select_lat_n=30, max_minutes=3, settle_load=1e9,
-                  settle_seconds=0, idle_busy=1.0, idle_seconds=0),
+                  settle_seconds=0, idle_busy=1.0, idle_seconds=0, lat_warmup=10, tw_below=1e9,
+                  tw_seconds=0),
 }
 
 MODES = {  # name: (label, kind, data-plane threads)
@@ -69,6 +71,7 @@ class Bench:
         self.workdir = tempfile.mkdtemp(prefix="kibotos-bench-")
         self.lab = L.Lab()
         self.tools = {}
+        self.starts = 0
         self.results = {"meta": {}, "socks_server": {}, "modes": {}, "not_measured": []}
 
     # -- setup -------------------------------------------------------------------------
@@ -121,10 +124,10 @@ class Bench:
         return chosen
 
     # -- modes ---------------------------------------------------------------------------
-    def run_mode(self, name, run_index):
-        """One run of every figure through one mode, set up fresh (the relay's RSS is read
-        before anything else). A mode that is not available in the first run is skipped
-        in the later ones."""
+    def run_mode(self, name, run_index, families):
+        """One run of the given families through one mode, set up fresh (the relay's RSS
+        is read before anything else). A mode that is not available in the first run is
+        skipped in the later ones."""
         label, kind, threads = MODES[name]
         entry = self.results["modes"].setdefault(name, {"label": label, "kind": kind, "available": False,
                                                         "samples": {}, "raw": {}})
@@ -152,7 +155,7 @@ class Bench:
             load = " ".join(open("/proc/loadavg").read().split()[:3])
             entry["raw"].setdefault("load_at_start", []).append(load)
             log(f"{name}: run {run_index + 1}/{self.p['runs']} (load {load})")
-            self.measure_all(name, entry, relay_pid, agent)
+            self.measure_all(name, entry, relay_pid, agent, families)
         except OutOfTime:
             entry.setdefault("reason", "the run's time bound was reached")
             raise
@@ -163,7 +166,7 @@ class Bench:
             if cleanup:
                 cleanup()
         if (name == "kibotos-1t" and entry.get("driver") == "harness" and entry["available"]
-                and "dns" in self.args.families):
+                and "dns" in families):
             self.fig, self.raw = entry["samples"], entry["raw"]
             self.measure_dns_harness(run_index)
 
@@ -202,7 +205,8 @@ class Bench:
         if not binary or not os.access(binary, os.X_OK):
             return None, f"binary not found ({binary})"
         cls = kibotos.Agent if driver == "agent" else kibotos.Harness
-        agent = cls(self.lab, binary, self.workdir, f"{name}-{run_index}-{driver}", threads)
+        self.starts += 1  # a fresh state dir for each start (a mode starts twice a run)
+        agent = cls(self.lab, binary, self.workdir, f"{name}-{run_index}-{driver}-{self.starts}", threads)
         try:
             agent.start()
             if kind == "kibotos-tls":
@@ -218,10 +222,9 @@ class Bench:
             agent.stop()
             return None, f"{type(e).__name__}: {e}" + (f"; agent log: {tail}" if tail else "")
 
-    def measure_all(self, name, entry, relay_pid, agent):
+    def measure_all(self, name, entry, relay_pid, agent, fams):
         self.fig, self.raw = entry["samples"], entry["raw"]
         pids = [relay_pid] if relay_pid else None
-        fams = self.args.families
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
             # Behind TLS, stunnel (in front of the SOCKS server) is one process with 2
             # fds per connection: it caps that mode like the peers.
@@ -288,6 +291,7 @@ class Bench:
         (a p99 of 1,000 is its 10th-worst connection: one series is noisy), each taken
         once the machine is idle again."""
         p = self.p
+        measure.latency(self.lab, self.tools, p["lat_warmup"], None)  # first dials: not measured
         for _ in range(p["lat_series"]):
             self.check_time()
             waited, busy = measure.wait_idle(p["idle_busy"], p["idle_seconds"])
@@ -356,6 +360,29 @@ class Bench:
         finally:
             h.stop()
 
+    def latency_pass(self, run_index):
+        """The latency family of every mode in turn, ahead of the run's other families,
+        in a lab reset alike for each pass: the SOCKS server restarted (dante keeps the
+        helper processes the previous run's holds made it fork) and the previous run's
+        TIME_WAIT sockets gone. Measured among the other families instead, a mode's
+        latency depended on its place in the run. The order rotates by one each run."""
+        self.check_time()
+        self.restart_socks_server()
+        waited, left = measure.wait_time_wait(self.lab, self.p["tw_below"], self.p["tw_seconds"])
+        self.results["meta"].setdefault("lat_passes", []).append(
+            {"run": run_index + 1, "time_wait_wait_s": round(waited, 1), "time_wait_left": left})
+        log(f"latency pass {run_index + 1}: waited {waited:.0f} s for TIME_WAIT sockets ({left} left)")
+        k = run_index % len(self.args.modes)
+        for name in self.args.modes[k:] + self.args.modes[:k]:
+            self.check_time()
+            self.run_mode(name, run_index, {"lat"})
+
+    def restart_socks_server(self):
+        name = self.results["socks_server"]["chosen"]
+        peers.stop_socks_server(self.lab, self.socks_procs[name], name)
+        start = peers.start_dante if name == "dante" else peers.start_microsocks
+        self.socks_procs[name] = start(self.lab, self.workdir)
+
     # -- the run ----------------------------------------------------------------------
     def meta(self):
         def sh(cmd):
@@ -406,8 +433,8 @@ class Bench:
         log(f"lab {self.lab.tag}: building namespaces")
         self.lab.up()
         peers.start_destinations(self.lab, self.tools, max_seconds=self.p["max_minutes"] * 60 + 300)
-        peers.start_dante(self.lab, self.workdir)
-        peers.start_microsocks(self.lab, self.workdir)
+        self.socks_procs = {"dante": peers.start_dante(self.lab, self.workdir),
+                            "microsocks": peers.start_microsocks(self.lab, self.workdir)}
         chosen = self.select_socks()
         self.socks_port = peers.SOCKS_PORTS[chosen]
         self.certs = peers.make_certs(self.workdir)
@@ -415,10 +442,13 @@ class Bench:
         try:
             # Runs are interleaved (run 1 of every mode, then run 2, ...) so that a change
             # in the machine's background load spreads over all modes alike.
+            rest = self.args.families - {"lat"}
             for run_index in range(self.p["runs"]):
-                for name in self.args.modes:
+                if "lat" in self.args.families:
+                    self.latency_pass(run_index)
+                for name in self.args.modes if rest else ():
                     self.check_time()
-                    self.run_mode(name, run_index)
+                    self.run_mode(name, run_index, rest)
         except OutOfTime:
             log("time bound reached: the remaining figures are not measured")
             self.results["not_measured"].append(

@@ -31,8 +31,9 @@ class ConnectError(RuntimeError):
 class Agent:
     """One agent process with its own state dir, socket and config."""
 
-    def __init__(self, lab, binary, workdir, name, threads, extra_args=None):
+    def __init__(self, lab, binary, workdir, name, threads, extra_args=None, dataplane=None):
         self.lab, self.binary, self.threads = lab, binary, threads
+        self.dataplane = dataplane or {}  # more dataplane.* settings (A/B experiments)
         self.dir = os.path.join(workdir, name)
         os.makedirs(os.path.join(self.dir, "state"), exist_ok=True)
         self.socket = os.path.join(self.dir, "ctrl.sock")
@@ -55,7 +56,7 @@ dataplane:
   threads: {self.threads}
   max_connections: 100000
   max_connections_per_workspace: 50000
-""")
+""" + "".join(f"  {k}: {v}\n" for k, v in self.dataplane.items()))
         argv = [self.binary, "--config", self.config] + self.extra_args
         self.proc = self.lab.spawn(self.lab.agent, argv, stdout=open(self.log, "w"),
                                    stderr=subprocess.STDOUT)

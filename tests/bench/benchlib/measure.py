@@ -102,6 +102,31 @@ def wait_idle(busy_below, max_seconds, window_s=1.0):
             return waited, busy
 
 
+def time_wait_count(lab):
+    """TIME_WAIT sockets in the lab's namespaces (/proc/net/sockstat counts them per
+    namespace)."""
+    total = 0
+    for ns in lab.ns.values():
+        out = lab.sh(ns, "cat /proc/net/sockstat", check=False).stdout
+        m = re.search(r"^TCP:.* tw (\d+)", out, re.M)
+        total += int(m.group(1)) if m else 0
+    return total
+
+
+def wait_time_wait(lab, below, max_seconds):
+    """Waits until fewer than `below` TIME_WAIT sockets are left in the lab, for at most
+    max_seconds (they last 60 s). Returns (seconds waited, count left). Tens of
+    thousands of them, left by wrk and the holds, slow every new connection's port
+    search and lookups, so a latency series taken among them measures them."""
+    t0 = time.monotonic()
+    while True:
+        n = time_wait_count(lab)
+        waited = time.monotonic() - t0
+        if n < below or waited >= max_seconds:
+            return waited, n
+        time.sleep(2)
+
+
 def reachable(lab, tools, n=3):
     j = latency(lab, tools, n, None, timeout_ms=2000)
     return j["ok"] == n

@@ -1,6 +1,7 @@
 """The lab's peers (Debian packages, started here) and what is read off processes."""
 import os
 import resource
+import signal
 import subprocess
 import time
 
@@ -190,6 +191,21 @@ def start_microsocks(lab, workdir):
 def socks_server_pids(lab, name):
     want = {"dante": "danted", "microsocks": "microsocks"}[name]
     return [pid for pid in lab.ns_pids(lab.socks) if comm(pid) == want]
+
+
+def stop_socks_server(lab, p, name, timeout=10.0):
+    """Stops a SOCKS server started here and every process it forked."""
+    lab.stop(p)
+    deadline = time.monotonic() + timeout
+    while (left := socks_server_pids(lab, name)) and time.monotonic() < deadline:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    if left:
+        raise RuntimeError(f"{name} processes {left} did not end")
 
 
 def make_certs(workdir):
