@@ -279,8 +279,21 @@ RuntimeCounts DataplaneRuntime::counts() const {
   return c;
 }
 
+namespace {
+
+DnsMetrics dns_metrics(const dns::WorkspaceDnsStatus& s) {
+  DnsMetrics m{s.counters.queries, s.counters.answers, s.counters.timeouts, s.counters.failovers, {}, s.in_flight};
+  for (size_t i = 0; i < dns::kFailureReasonCount; ++i)
+    m.failures.emplace_back(dns::failure_reason_name(static_cast<dns::FailureReason>(i)), s.counters.failures[i]);
+  return m;
+}
+
+}  // namespace
+
 std::vector<WorkspaceMetrics> DataplaneRuntime::metrics() const {
   std::vector<WorkspaceMetrics> out;
+  // Before the lock: the DNS loop answers on its own thread.
+  auto dns = dns_ ? dns_->statuses() : std::map<std::string, dns::WorkspaceDnsStatus>{};
   std::lock_guard lk(mu_);
   for (const auto& [id, e] : workspaces_) {
     WorkspaceMetrics& m = out.emplace_back();
@@ -291,6 +304,7 @@ std::vector<WorkspaceMetrics> DataplaneRuntime::metrics() const {
       m.egresses.push_back(EgressMetrics{egress_id, non_negative(st.active), non_negative(st.draining),
                                          st.dial_failures.load(), st.dial_refusals.load()});
     });
+    if (auto d = dns.find(id); d != dns.end() && !d->second.resolvers.empty()) m.dns = dns_metrics(d->second);
   }
   return out;
 }

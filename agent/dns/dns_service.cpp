@@ -177,17 +177,37 @@ void DnsService::remove_workspace(const std::string& workspace_id) {
   loop_->post([e, workspace_id] { e->workspaces.erase(workspace_id); });
 }
 
-std::optional<WorkspaceDnsStatus> DnsService::status(const std::string& workspace_id) const {
-  auto result = std::make_shared<std::promise<std::optional<WorkspaceDnsStatus>>>();
+namespace {
+
+// Runs fn(engine) on the DNS loop and waits for its result, at most 1 s (nullopt then).
+template <class Engine, class Fn>
+auto ask_loop(uring::Loop& loop, Engine* e, Fn fn) -> std::optional<decltype(fn(*e))> {
+  using T = decltype(fn(*e));
+  auto result = std::make_shared<std::promise<T>>();
   auto fut = result->get_future();
-  Engine* e = engine_.get();
-  loop_->post([e, workspace_id, result] {
-    auto it = e->workspaces.find(workspace_id);
-    if (it == e->workspaces.end()) result->set_value(std::nullopt);
-    else result->set_value(it->second.dns->status());
-  });
+  loop.post([e, result, fn] { result->set_value(fn(*e)); });
   if (fut.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
   return fut.get();
+}
+
+}  // namespace
+
+std::optional<WorkspaceDnsStatus> DnsService::status(const std::string& workspace_id) const {
+  auto r = ask_loop(*loop_, engine_.get(), [workspace_id](Engine& e) -> std::optional<WorkspaceDnsStatus> {
+    auto it = e.workspaces.find(workspace_id);
+    if (it == e.workspaces.end()) return std::nullopt;
+    return it->second.dns->status();
+  });
+  return r ? std::move(*r) : std::nullopt;
+}
+
+std::map<std::string, WorkspaceDnsStatus> DnsService::statuses() const {
+  auto r = ask_loop(*loop_, engine_.get(), [](Engine& e) {
+    std::map<std::string, WorkspaceDnsStatus> all;
+    for (const auto& [id, w] : e.workspaces) all.emplace(id, w.dns->status());
+    return all;
+  });
+  return r ? std::move(*r) : std::map<std::string, WorkspaceDnsStatus>{};
 }
 
 }  // namespace kib::dns

@@ -4,6 +4,7 @@
 // it). Thread-safe entry points, called by the data-plane runtime after the store has
 // committed, mirroring kib::Runtime.
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,8 @@ class DnsService {
   void remove_workspace(const std::string& workspace_id);
   // What the DNS of a workspace is doing now (waits for the loop, at most 1 s).
   std::optional<WorkspaceDnsStatus> status(const std::string& workspace_id) const;
+  // Every workspace's, in one wait (empty when the loop does not answer within 1 s).
+  std::map<std::string, WorkspaceDnsStatus> statuses() const;
 
  private:
   struct Engine;

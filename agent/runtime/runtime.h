@@ -4,7 +4,9 @@
 // committed; data flows one way, from the store to the runtime.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/common/result.h"
@@ -38,11 +40,22 @@ struct EgressMetrics {
   uint64_t dial_refusals = 0;  // ... because every endpoint address was special-purpose
 };
 
+// A Workspace's guest DNS, when its policy has resolvers.
+struct DnsMetrics {
+  uint64_t queries = 0;    // accepted from the guest
+  uint64_t answers = 0;    // resolvers' answers delivered to it
+  uint64_t timeouts = 0;   // attempts that timed out (each may fail over)
+  uint64_t failovers = 0;  // queries moved to the next resolver
+  std::vector<std::pair<std::string, uint64_t>> failures;  // queries failed, by reason
+  uint64_t in_flight = 0;
+};
+
 struct WorkspaceMetrics {
   std::string workspace_id;
   uint64_t refused_over_limit = 0;  // guest connections reset at a connection cap
   uint64_t refused_uncovered = 0;   // ... that no route of the policy covers (a rule race)
   std::vector<EgressMetrics> egresses;
+  std::optional<DnsMetrics> dns;
 };
 
 class Runtime {

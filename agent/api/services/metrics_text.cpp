@@ -55,6 +55,37 @@ void egress_family(Writer& out, const std::vector<WorkspaceMetrics>& ws, const c
     for (const auto& e : w.egresses) out.sample(name, egress_labels(w, e), e.*field);
 }
 
+void dns_family(Writer& out, const std::vector<WorkspaceMetrics>& ws, const char* name, const char* type,
+                const char* help, uint64_t DnsMetrics::*field) {
+  out.family(name, type, help);
+  for (const auto& w : ws)
+    if (w.dns) out.sample(name, ws_label(w), (*w.dns).*field);
+}
+
+// Only Workspaces whose policy has resolvers have these series.
+void dns_families(Writer& out, const std::vector<WorkspaceMetrics>& ws) {
+  dns_family(out, ws, "kibotos_dns_queries_total", "counter",
+             "Guest DNS queries the agent accepted, since this process attached the Workspace.",
+             &DnsMetrics::queries);
+  dns_family(out, ws, "kibotos_dns_answers_total", "counter", "Resolvers' answers delivered to the guest.",
+             &DnsMetrics::answers);
+  dns_family(out, ws, "kibotos_dns_timeouts_total", "counter",
+             "Attempts at a resolver that timed out (each may fail over to the next).", &DnsMetrics::timeouts);
+  dns_family(out, ws, "kibotos_dns_failovers_total", "counter", "Queries moved to the next resolver.",
+             &DnsMetrics::failovers);
+  dns_family(out, ws, "kibotos_dns_in_flight", "gauge", "Guest DNS queries waiting for an answer now.",
+             &DnsMetrics::in_flight);
+  out.family("kibotos_dns_failures_total", "counter",
+             "DNS failures, by reason as in status: queries refused (inflight_cap, malformed_query), "
+             "resolvers' answers dropped (malformed_answer, unknown_answer), queries every resolver failed "
+             "(upstream_error, timeout).");
+  for (const auto& w : ws) {
+    if (!w.dns) continue;
+    for (const auto& [reason, n] : w.dns->failures)
+      out.sample("kibotos_dns_failures_total", ws_label(w) + ",reason=\"" + escaped(reason) + "\"", n);
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetrics> ws) {
@@ -94,6 +125,7 @@ std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetr
     out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"uncovered\"",
                w.refused_uncovered);
   }
+  dns_families(out, ws);
   return out.take();
 }
 

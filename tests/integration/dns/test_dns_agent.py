@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import dns_fixtures as dx  # noqa: E402
+from kibotos_agent import metric  # noqa: E402
 
 dx.labmod.require_root()
 
@@ -171,6 +172,12 @@ def test_status_counts_queries_and_answers_and_shows_the_association(dns_env):
     shown_dns = field(shown, "dns")
     assert num(shown_dns, "answers") == 3, shown
     assert field(field(shown_dns, "resolvers")[0], "state") == "associated", shown
+    # /metrics has the same counters.
+    samples = agent.metrics()
+    assert metric(samples, "kibotos_dns_queries_total", workspace_id=wid) == 3, samples
+    assert metric(samples, "kibotos_dns_answers_total", workspace_id=wid) == 3, samples
+    assert metric(samples, "kibotos_dns_in_flight", workspace_id=wid) == 0, samples
+    assert metric(samples, "kibotos_dns_failures_total", workspace_id=wid, reason="timeout") == 0, samples
 
 
 def egress_entries(agent, wid):
@@ -222,6 +229,10 @@ def test_status_counts_a_black_holed_resolver_as_timeouts(dns_env):
     assert field(r, "address") == f"{hole}:53" and field(r, "transport") == "udp", r
     assert not field(r, "egress_id"), r
     assert field(r, "state") == "ready", r
+    samples = agent.metrics()
+    assert metric(samples, "kibotos_dns_failures_total", workspace_id=wid, reason="timeout") == 1, samples
+    assert metric(samples, "kibotos_dns_timeouts_total", workspace_id=wid) == 1, samples
+    assert metric(samples, "kibotos_dns_answers_total", workspace_id=wid) == 0, samples
 
 
 def test_a_policy_without_resolvers_has_no_dns_status(dns_env):
@@ -230,3 +241,5 @@ def test_a_policy_without_resolvers_has_no_dns_status(dns_env):
     dx.labmod.wait_for(lambda: num(policy_status(agent, wid), "applied_revision") == 1, timeout=10,
                        what="policy applied")
     assert field(policy_status(agent, wid), "dns") is None
+    samples = agent.metrics()
+    assert not [k for k in samples if k[0].startswith("kibotos_dns_")], samples

@@ -79,6 +79,26 @@ TEST_CASE("metrics: Workspaces and Egresses come sorted, so scrapes compare line
         at("kibotos_egress_active_connections{workspace_id=\"ws-b\",egress_id=\"eg-2\"}"));
 }
 
+TEST_CASE("metrics: a Workspace with resolvers has its DNS counters; one without has none") {
+  auto ws = two_workspaces();
+  ws[0].dns = DnsMetrics{31, 32, 33, 34, {{"timeout", 35}, {"inflight_cap", 36}}, 37};
+  const std::string text = prometheus_text(AgentTotals{}, ws);
+  check_well_formed(text);
+  const std::string l = "{workspace_id=\"ws-b\"}";
+  CHECK(text.find("\nkibotos_dns_queries_total" + l + " 31\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_dns_answers_total" + l + " 32\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_dns_timeouts_total" + l + " 33\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_dns_failovers_total" + l + " 34\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_dns_in_flight" + l + " 37\n") != std::string::npos);
+  CHECK(text.find("\nkibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"timeout\"} 35\n") !=
+        std::string::npos);
+  CHECK(text.find("\nkibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"inflight_cap\"} 36\n") !=
+        std::string::npos);
+  CHECK(text.find("# TYPE kibotos_dns_in_flight gauge\n") != std::string::npos);
+  CHECK(text.find("# TYPE kibotos_dns_queries_total counter\n") != std::string::npos);
+  CHECK(text.find("kibotos_dns_queries_total{workspace_id=\"ws-a\"}") == std::string::npos);
+}
+
 TEST_CASE("metrics: a label value's backslash, quote and line feed are escaped") {
   WorkspaceMetrics w;
   w.workspace_id = "a\\b\"c\nd";
