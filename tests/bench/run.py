@@ -154,7 +154,7 @@ class Bench:
             entry["available"] = True
             load = " ".join(open("/proc/loadavg").read().split()[:3])
             entry["raw"].setdefault("load_at_start", []).append(load)
-            log(f"{name}: run {run_index + 1}/{self.p['runs']} (load {load})")
+            log(f"{name}: run {run_index + 1}/{self.p['runs']}, {','.join(sorted(families))} (load {load})")
             self.measure_all(name, entry, relay_pid, agent, families)
         except OutOfTime:
             entry.setdefault("reason", "the run's time bound was reached")

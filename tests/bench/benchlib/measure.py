@@ -115,9 +115,9 @@ def time_wait_count(lab):
 
 def wait_time_wait(lab, below, max_seconds):
     """Waits until fewer than `below` TIME_WAIT sockets are left in the lab, for at most
-    max_seconds (they last 60 s). Returns (seconds waited, count left). Tens of
-    thousands of them, left by wrk and the holds, slow every new connection's port
-    search and lookups, so a latency series taken among them measures them."""
+    max_seconds (they last 60 s). Returns (seconds waited, count left). wrk and the
+    holds leave tens of thousands of them in the kernel's tables; waiting them out
+    starts every latency pass from the same state."""
     t0 = time.monotonic()
     while True:
         n = time_wait_count(lab)

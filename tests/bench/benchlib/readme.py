@@ -157,7 +157,7 @@ DESIGN = """## What these numbers decided (and what was tried)
   after restarting the agent, in one lab), and the 1-thread mode measured slower than
   the 2-thread one in full runs (p50 981 against 771 at 6ee276d) but not when the two
   alternated in one lab after a hold (1,216 against 1,228). Since 61dcf38 latency is a
-  pass of its own (see How it is measured): in the run above kibotos with 1 thread has
+  pass of its own (see How each figure is taken): in the run above kibotos with 1 thread has
   the lowest p50 of all relays (761 µs; redsocks copy 835, splice 881) and p99 1,404
   against redsocks copy 1,289 (1.09×); with 2 threads 1,247 (0.97×). The p99 of one
   series of 1,000 spreads 825-4,268 µs for kibotos and 1,045-3,986 for redsocks copy
