@@ -43,6 +43,11 @@ void check_well_formed(const std::string& text) {
   CHECK(text.back() == '\n');
 }
 
+// Whether `line` is a whole line of the text, after the first.
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
 }  // namespace
 
 TEST_CASE("metrics: totals, per-Egress counters and refusals, each under its own name and labels") {
@@ -53,20 +58,18 @@ TEST_CASE("metrics: totals, per-Egress counters and refusals, each under its own
   t.uptime_seconds = 12.5;
   const std::string text = prometheus_text(t, two_workspaces());
   check_well_formed(text);
-  CHECK(text.find("\nkibotos_uptime_seconds 12.500\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_workspaces 2\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_egresses 3\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_connections{state=\"active\"} 7\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_connections{state=\"draining\"} 8\n") != std::string::npos);
+  CHECK(has_line(text, "kibotos_uptime_seconds 12.500"));
+  CHECK(has_line(text, "kibotos_workspaces 2"));
+  CHECK(has_line(text, "kibotos_egresses 3"));
+  CHECK(has_line(text, "kibotos_connections{state=\"active\"} 7"));
+  CHECK(has_line(text, "kibotos_connections{state=\"draining\"} 8"));
   const std::string l = "{workspace_id=\"ws-b\",egress_id=\"eg-2\"}";
-  CHECK(text.find("\nkibotos_egress_active_connections" + l + " 11\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_egress_draining_connections" + l + " 12\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_egress_dial_failures_total" + l + " 13\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_egress_dial_refusals_total" + l + " 14\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_guest_connections_refused_total{workspace_id=\"ws-b\",reason=\"over_limit\"} 5\n") !=
-        std::string::npos);
-  CHECK(text.find("\nkibotos_guest_connections_refused_total{workspace_id=\"ws-b\",reason=\"uncovered\"} 6\n") !=
-        std::string::npos);
+  CHECK(has_line(text, "kibotos_egress_active_connections" + l + " 11"));
+  CHECK(has_line(text, "kibotos_egress_draining_connections" + l + " 12"));
+  CHECK(has_line(text, "kibotos_egress_dial_failures_total" + l + " 13"));
+  CHECK(has_line(text, "kibotos_egress_dial_refusals_total" + l + " 14"));
+  CHECK(has_line(text, "kibotos_guest_connections_refused_total{workspace_id=\"ws-b\",reason=\"over_limit\"} 5"));
+  CHECK(has_line(text, "kibotos_guest_connections_refused_total{workspace_id=\"ws-b\",reason=\"uncovered\"} 6"));
   CHECK(text.find("# TYPE kibotos_egress_dial_refusals_total counter\n") != std::string::npos);
   CHECK(text.find("# TYPE kibotos_connections gauge\n") != std::string::npos);
 }
@@ -85,15 +88,13 @@ TEST_CASE("metrics: a Workspace with resolvers has its DNS counters; one without
   const std::string text = prometheus_text(AgentTotals{}, ws);
   check_well_formed(text);
   const std::string l = "{workspace_id=\"ws-b\"}";
-  CHECK(text.find("\nkibotos_dns_queries_total" + l + " 31\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_dns_answers_total" + l + " 32\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_dns_timeouts_total" + l + " 33\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_dns_failovers_total" + l + " 34\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_dns_in_flight" + l + " 37\n") != std::string::npos);
-  CHECK(text.find("\nkibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"timeout\"} 35\n") !=
-        std::string::npos);
-  CHECK(text.find("\nkibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"inflight_cap\"} 36\n") !=
-        std::string::npos);
+  CHECK(has_line(text, "kibotos_dns_queries_total" + l + " 31"));
+  CHECK(has_line(text, "kibotos_dns_answers_total" + l + " 32"));
+  CHECK(has_line(text, "kibotos_dns_timeouts_total" + l + " 33"));
+  CHECK(has_line(text, "kibotos_dns_failovers_total" + l + " 34"));
+  CHECK(has_line(text, "kibotos_dns_in_flight" + l + " 37"));
+  CHECK(has_line(text, "kibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"timeout\"} 35"));
+  CHECK(has_line(text, "kibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"inflight_cap\"} 36"));
   CHECK(text.find("# TYPE kibotos_dns_in_flight gauge\n") != std::string::npos);
   CHECK(text.find("# TYPE kibotos_dns_queries_total counter\n") != std::string::npos);
   CHECK(text.find("kibotos_dns_queries_total{workspace_id=\"ws-a\"}") == std::string::npos);
