@@ -54,7 +54,7 @@ struct DataplaneConfig {
   bool direct_descriptors = true;
   // Microseconds a spliced (bulk) flow whose sender is slower than the relay lets
   // bytes gather between reads; 0: a read per burst (see relay::RelayTimeouts).
-  uint32_t splice_coalesce_us = 2000;
+  uint32_t splice_coalesce_us = 8000;
 };
 
 // The guest DNS of each Workspace whose policy has resolvers.

@@ -98,7 +98,7 @@ DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& atta
   worker_opts_.timeouts.connect_ms = static_cast<uint64_t>(config.dataplane.connect_timeout.count()) * 1000;
   worker_opts_.timeouts.handshake_ms = static_cast<uint64_t>(config.dataplane.handshake_timeout.count()) * 1000;
   worker_opts_.timeouts.idle_ms = static_cast<uint64_t>(config.dataplane.idle_timeout.count()) * 1000;
-  worker_opts_.timeouts.splice_coalesce = {0, static_cast<long long>(config.dataplane.splice_coalesce_us) * 1000};
+  worker_opts_.timeouts.splice_coalesce_us = config.dataplane.splice_coalesce_us;
   worker_opts_.max_connections = config.dataplane.max_connections;
   worker_opts_.max_connections_per_workspace = config.dataplane.max_connections_per_workspace;
   worker_opts_.total_connections = &total_connections_;

@@ -46,14 +46,14 @@ struct RelayTimeouts {
   uint64_t connect_ms = 10000;
   uint64_t handshake_ms = 10000;
   uint64_t idle_ms = 3600000;
-  // How long a splicing flow whose source ran dry lets bytes gather before it reads
-  // again (zero: it waits for readability, a wake-up per burst the sender makes).
+  // The longest a splicing flow whose source ran dry lets bytes gather before it
+  // reads again (0: it waits for readability, a wake-up per burst the sender makes).
   // A sender slower than the relay (the usual case downstream of a SOCKS server)
-  // otherwise wakes the loop for every small burst, and each wake-up costs syscalls
-  // and a fight for the socket lock with the softirq delivering the next burst.
-  // Only bytes that arrive within this time of the previous read wait, at most this
-  // long; a flow that stays dry for one period waits for readability again.
-  __kernel_timespec splice_coalesce{0, 2'000'000};
+  // otherwise wakes the loop for every small burst. The first wait after a burst is
+  // this long, later ones are sized from the flow's rate (gather_wait.h). Only bytes
+  // that arrive within a wait of the previous read wait; a flow that stays dry for a
+  // whole wait waits for readability again.
+  uint32_t splice_coalesce_us = 8000;
 };
 
 union SocketAddress {
@@ -117,6 +117,9 @@ class RelayConnection final : private uring::Completion,
     bool need_buffer = false;   // recv got ENOBUFS
     bool out_poll = false;      // the destination's send tag is a POLLOUT wait (splice)
     bool more = false;          // the source had more queued (bytes or FIN) at the last recv
+    uint32_t wait_us = 0;       // the last gathering wait (0: it waited for readability)
+    uint64_t gathered = 0;      // spliced since that wait ended
+    __kernel_timespec wait{};   // wait_us, for the kernel (read at submission)
     // Set once the flow is bulk (plain relay only): from then on its bytes move by
     // splice and its recv tag is a POLLIN wait on the source.
     std::unique_ptr<SplicePipe> pipe;
@@ -160,7 +163,7 @@ class RelayConnection final : private uring::Completion,
   void arm_recv(int side);
   void maybe_start_splice(int side, uint32_t received);
   void splice_flow(int side);
-  bool coalescing() const { return timeouts_.splice_coalesce.tv_sec != 0 || timeouts_.splice_coalesce.tv_nsec != 0; }
+  bool coalescing() const { return timeouts_.splice_coalesce_us != 0; }
   void arm_coalesce(int side);
   void arm_poll(int side, unsigned tag, unsigned mask);
   void submit_send(int side, const uint8_t* data, uint32_t len, bool more);

@@ -4,6 +4,7 @@ Each connection sends one command line:
   UP            the client streams bytes then shuts down its writes; the server
                 answers the sha256 of everything it read, then closes.
   DOWN <bytes>  the server sends <bytes> of the deterministic pattern, then closes.
+  ZEROS <bytes> the server sends <bytes> zero bytes as fast as it can, then closes.
   HOLD          the server answers "HELD\\n" and keeps the connection open until the
                 client closes it (idle connections).
   TICK          the server sends one byte every 50 ms until the connection breaks.
@@ -49,6 +50,11 @@ def handle(c, addr):
                 c.sendall(block(i)[:n])
                 left -= n
                 i += 1
+        elif line[0] == "ZEROS":
+            left, zeros = int(line[1]), bytes(4 * MIB)
+            while left > 0:
+                c.sendall(zeros[:min(left, len(zeros))])
+                left -= len(zeros)
         elif line[0] == "HOLD":
             c.sendall(b"HELD\n")
             while c.recv(4096):

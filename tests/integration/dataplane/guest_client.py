@@ -3,6 +3,8 @@ result line; exit status 0 when the exchange went as the command expects.
 
   up ADDR PORT MIB        send MIB MiB, shut down writes, compare the server's sha256
   down ADDR PORT MIB      receive MIB MiB and compare their sha256
+  sink ADDR PORT MIB      receive MIB MiB of zeros (the server's ZEROS) as fast as it
+                          can, unchecked; print the seconds from request to FIN
   expect-reset ADDR PORT  connect, send a request, expect a reset (RST), not EOF/data
   peer ADDR PORT          print the address the server saw
   tick ADDR PORT SECONDS  read ticks; print how long the stream lasted and how it ended
@@ -63,6 +65,18 @@ def down(addr, port, mib):
     ok = got == mib << 20 and h.hexdigest() == want.hexdigest()
     print("OK" if ok else f"MISMATCH got {got}")
     return ok
+
+
+def sink(addr, port, mib):
+    s = connect(addr, port)
+    buf = bytearray(4 << 20)
+    start = time.monotonic()
+    s.sendall(f"ZEROS {mib << 20}\n".encode())
+    got = 0
+    while (n := s.recv_into(buf)) > 0:
+        got += n
+    print(f"SINK {got} {time.monotonic() - start:.3f}")
+    return got == mib << 20
 
 
 def expect_reset(addr, port):
@@ -188,7 +202,7 @@ def late(addr, port, n):
 def main():
     cmd, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     arg = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-    fn = {"up": up, "down": down, "peer": peer, "tick": tick, "many": many,
+    fn = {"up": up, "down": down, "sink": sink, "peer": peer, "tick": tick, "many": many,
           "pairs": pairs, "burst": burst, "late": late, "expect-reset": expect_reset}[cmd]
     ok = fn(addr, port, arg) if cmd not in ("expect-reset", "peer") else fn(addr, port)
     sys.exit(0 if ok else 1)

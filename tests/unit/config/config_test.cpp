@@ -42,7 +42,7 @@ TEST_CASE("an empty config file gives every embedded default") {
   CHECK(c.dataplane.threads == 0);
   CHECK(c.dataplane.guest_congestion_control == "cubic");
   CHECK(c.dataplane.direct_descriptors);
-  CHECK(c.dataplane.splice_coalesce_us == 2000);
+  CHECK(c.dataplane.splice_coalesce_us == 8000);
   CHECK(c.dns.max_in_flight == 4096);
   CHECK(c.dns.query_timeout == std::chrono::seconds(2));
   CHECK(c.dns.reply_sockets == 256);
