@@ -6,12 +6,22 @@
 // serves one rate only: 2 ms took ~2 MiB a wake-up from one iperf3 stream at ~1 GB/s
 // (4 ms stalled it) but ~0.6 MiB from each of four at ~300 MB/s. So each wait is
 // sized from what the previous one gathered, to take about kGatherTarget.
+#include <linux/time_types.h>
+
 #include <algorithm>
 #include <cstdint>
 
 namespace kib::relay {
 
 inline constexpr uint64_t kGatherTarget = 2u << 20;
+
+// One bulk flow's waits. It lives with the flow's SplicePipe: only bulk flows wait,
+// and the connections that never turn bulk (most, and every idle one) carry none.
+struct GatherState {
+  uint32_t wait_us = 0;      // the last wait (0: the flow waited for readability)
+  uint64_t gathered = 0;     // moved since that wait ended
+  __kernel_timespec ts{};    // wait_us for the kernel, read when the SQE is submitted
+};
 
 // prev_us: the wait that just ended (0: the flow last waited for readability, not
 // for a period); gathered: the bytes moved since it ended; rcvbuf: the source's

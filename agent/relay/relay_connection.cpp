@@ -301,15 +301,14 @@ void RelayConnection::splice_flow(int side) {
   int err = 0;
   SplicePipe::Step step = f.pipe->pump(fd(side), fd(other), kBudget, &moved, &err, coalescing());
   if (moved > 0) last_activity_ = loop_.now_ms();
-  f.gathered += moved;
+  f.pipe->gather().gathered += moved;
   switch (step) {
     case SplicePipe::Step::src_empty:
       // Bytes came and the source is dry (a read found nothing more, or took less
       // than half the pipe): it is slower than the relay, so let the next ones
       // gather before the next wake-up. Nothing came: wait for it.
       if (moved > 0 && coalescing()) return arm_coalesce(side);
-      f.wait_us = 0;
-      f.gathered = 0;
+      f.pipe->gather() = {};
       return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::yielded: return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::dst_full:
@@ -330,12 +329,12 @@ static uint64_t receive_buffer(int fd) {
 // A timeout in place of the POLLIN wait: see RelayTimeouts::splice_coalesce_us. Its
 // -ETIME completion reads as "readable": the flow pumps whatever arrived meanwhile.
 void RelayConnection::arm_coalesce(int side) {
-  Flow& f = flow_[side];
-  f.wait_us = next_gather_us(f.wait_us, f.gathered, timeouts_.splice_coalesce_us, receive_buffer(fd(side)));
-  f.gathered = 0;
-  f.wait = {0, static_cast<long long>(f.wait_us) * 1000};
+  GatherState& g = flow_[side].pipe->gather();
+  g.wait_us = next_gather_us(g.wait_us, g.gathered, timeouts_.splice_coalesce_us, receive_buffer(fd(side)));
+  g.gathered = 0;
+  g.ts = {0, static_cast<long long>(g.wait_us) * 1000};
   io_uring_sqe* s = loop_.sqe(this, recv_tag(side));
-  io_uring_prep_timeout(s, &f.wait, 0, 0);
+  io_uring_prep_timeout(s, &g.ts, 0, 0);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, recv_tag(side)));
   set_in_flight(recv_tag(side));
 }

@@ -117,9 +117,6 @@ class RelayConnection final : private uring::Completion,
     bool need_buffer = false;   // recv got ENOBUFS
     bool out_poll = false;      // the destination's send tag is a POLLOUT wait (splice)
     bool more = false;          // the source had more queued (bytes or FIN) at the last recv
-    uint32_t wait_us = 0;       // the last gathering wait (0: it waited for readability)
-    uint64_t gathered = 0;      // spliced since that wait ended
-    __kernel_timespec wait{};   // wait_us, for the kernel (read at submission)
     // Set once the flow is bulk (plain relay only): from then on its bytes move by
     // splice and its recv tag is a POLLIN wait on the source.
     std::unique_ptr<SplicePipe> pipe;

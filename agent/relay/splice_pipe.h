@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "agent/common/unique_fd.h"
+#include "agent/relay/gather_wait.h"
 
 namespace kib::relay {
 
@@ -32,6 +33,8 @@ class SplicePipe {
   // waits for more to gather; a FIN behind them is seen on the next call).
   Step pump(int src, int dst, size_t budget, size_t* moved, int* err, bool stop_when_drained = false);
   size_t pending() const { return piped_; }
+  // The relay's waits for this flow (see GatherState).
+  GatherState& gather() { return gather_; }
 
  private:
   SplicePipe(int r, int w, size_t capacity) : r_(r), w_(w), capacity_(capacity) {}
@@ -39,6 +42,7 @@ class SplicePipe {
   UniqueFd w_;
   size_t capacity_;
   size_t piped_ = 0;  // in the pipe, not yet in dst
+  GatherState gather_;
 };
 
 // Sets O_NONBLOCK (io_uring's socket operations ignore it; splice needs it).
