@@ -52,8 +52,9 @@ struct DataplaneConfig {
   // fd per relayed connection instead of two, and no socket()/setsockopt/shutdown
   // syscalls on the dial path. false: plain fds always.
   bool direct_descriptors = true;
-  // Microseconds a spliced (bulk) flow whose sender is slower than the relay lets
-  // bytes gather between reads; 0: a read per burst (see relay::RelayTimeouts).
+  // The longest (µs) a spliced (bulk) flow whose sender is slower than the relay
+  // lets bytes gather between reads; later waits follow its rate, down to a quarter
+  // of this. 0: a read per burst (see relay::RelayTimeouts, relay/gather_wait.h).
   uint32_t splice_coalesce_us = 8000;
 };
 

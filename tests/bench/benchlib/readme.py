@@ -131,19 +131,24 @@ DESIGN = """## What these numbers decided (and what was tried)
   pipes and splice 13%, user space 12%). On the AMD EPYC VM (from 09ec097; no
   data-plane change since 341db80 touches this path) everything costs more, redsocks
   most, and the target sits at its line. Three full runs there: 137 against 283 µs
-  (0.48×) at 09ec097, 126 against 246 (0.51×) at 6ee276d, 142 against 277 (0.51×) in
-  the run above (61dcf38); the five runs of one mode spread wider than the gap to the
-  line (kibotos 106-148 µs, redsocks copy 237-308 above). The target is not met.
+  (0.48×) at 09ec097, 126 against 246 (0.51×) at 6ee276d, 142 against 277 (0.51×) at
+  61dcf38, 105 against 230 (0.46×) at 62bd21f and 132 against 222 (0.60×) in the run
+  above (ac2a4b4; neither of the last two changed this path, only bulk flows' waits);
+  the five runs of one mode spread wider than the gap to the line (kibotos 112-142
+  µs, redsocks copy 195-287 above). The target is not met in this run.
   CPU per GB toward the guest, at its line in those runs (0.50×, 0.56×), is met since
   the coalescing period went from 500 to 2,000 µs (61dcf38, below): 0.183 against
   0.467 s/GB (0.39×), and with it throughput moved above parity (1 stream up 1.14×,
   4 streams down 1.02×; all relays are bounded by dante and the shared cores, 6-8
-  Gbit/s here; at 6ee276d 0.99× and 0.98×). Four streams toward the guest cost
-  more per GB than one (0.261 s/GB, 0.56× the best peer: not met; 4 streams up
-  0.165, 0.36×): each flow coalesces on its own, so each read takes about a quarter
-  of what one flow's would. Ending every flow's wait on a grid shared by the loop (so
-  the four wake together) did not change it (paired A/B, 6 rounds: 0.258 against
-  0.254 s/GB; one stream 0.198 against 0.204); not kept. A wrk profile on this VM: dante takes 62% of the machine's CPU,
+  Gbit/s here; at 6ee276d 0.99× and 0.98×; in the run above 1 stream is 0.94× up
+  and 0.97× down, 7.00 and 6.79 Gbit/s against redsocks copy's 7.41 and 7.04, and
+  1.22× and 1.06× at 62bd21f: see "Each wait is sized" below). Four streams toward
+  the guest cost more per GB than one at 61dcf38 (0.261 s/GB, 0.56× the best peer):
+  each flow waited the same 2 ms for a quarter of the bytes. Ending every flow's wait
+  on a grid shared by the loop (so the four wake together) did not change it (paired
+  A/B, 6 rounds: 0.258 against 0.254 s/GB; one stream 0.198 against 0.204); not
+  kept. Sizing each flow's wait from its rate did: 0.185 s/GB (0.47×) at 62bd21f,
+  0.183 (0.41×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
   kibotos 16%, of which user space is 3.5%; the rest is the TCP and netfilter work of
   the packets it sends and receives (and the receivers' work that veth runs inline).
 - **p99 connect + first byte: at parity, noise-bound.** Latency through any relay here is mostly dante's:
@@ -157,12 +162,13 @@ DESIGN = """## What these numbers decided (and what was tried)
   after restarting the agent, in one lab), and the 1-thread mode measured slower than
   the 2-thread one in full runs (p50 981 against 771 at 6ee276d) but not when the two
   alternated in one lab after a hold (1,216 against 1,228). Since 61dcf38 latency is a
-  pass of its own (see How each figure is taken): in the run above kibotos with 1 thread has
-  the lowest p50 of all relays (761 µs; redsocks copy 835, splice 881) and p99 1,404
-  against redsocks copy 1,289 (1.09×); with 2 threads 1,247 (0.97×). The p99 of one
-  series of 1,000 spreads 825-4,268 µs for kibotos and 1,045-3,986 for redsocks copy
-  across the 15, so the median of 15 still moves by a tenth between runs. The target
-  is not met in this run.
+  pass of its own (see How each figure is taken). Kibotos with 1 thread has had the
+  lowest p50 of all relays since (761 µs at 61dcf38, 678 at 62bd21f, 734 in the run
+  above; redsocks 780-881); its p99 was 1.09× the best peer at 61dcf38 (1,404 against
+  1,289), 0.85× at 62bd21f (993 against 1,164) and 0.90× in the run above (1,091
+  against 1,213). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
+  827-3,986 for redsocks copy across those runs, so the median of 15 moves by a tenth
+  or more between runs: the target is met in this run, at parity within that noise.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
@@ -237,6 +243,31 @@ DESIGN = """## What these numbers decided (and what was tried)
   again at once and so move more per wake-up. The cost: the tail of a burst (the last
   bytes of a large reply that came within 2 ms of the previous read, or a FIN right
   behind them) waits up to 2 ms.
+- **Each wait is sized from the flow's rate** (`agent/relay/gather_wait.h`, from
+  62bd21f; `splice_coalesce_us` is now the longest wait, 8,000 µs). A fixed wait
+  serves one rate: 2 ms took ~2 MiB a wake-up from one iperf3 stream toward the guest
+  at ~1 GB/s, but ~0.6 MiB from each of four at ~300 MB/s, and 4 ms cut four streams'
+  CPU per GB by a quarter but stalled one stream (8.49 -> 5.41 Gbit/s: its receive
+  window filled before the wait ended). Now the first wait after a burst is the
+  longest, and each later one aims at 2 MiB from what the previous one gathered (at
+  most a quarter of the source's receive buffer, so a young connection's small window
+  is never waited on), between a quarter of the longest (2 ms) and the longest. A/B
+  against the fixed 2 ms (5 rounds, a fresh agent per setting and round, order
+  rotated, 4 s iperf3 each): 4 streams down 0.202 -> 0.160 s/GB (lower in 5 of 5),
+  9.50 -> 9.74 Gbit/s; 1 stream down 0.153 -> 0.138 s/GB but 8.64 -> 7.61 Gbit/s
+  (lower in 3 of 5; 7.20, 6.98 and 6.79 in the full runs at 61dcf38, 62bd21f and
+  ac2a4b4); 1 stream up unchanged (0.148 and 0.146 s/GB, 8.9 Gbit/s). Tried first:
+  no floor (waits down to a sixteenth of the longest): four streams the same, but one
+  stream down 0.173 -> 0.199 s/GB and 7.64 -> 6.76 Gbit/s (8 rounds, 7 of 8 worse):
+  its waits shrank to ~1.5 ms, since the bytes that come while the pump runs count as
+  gathered; aiming at 4 MiB stalled one stream (2.7 Gbit/s): with a window that holds
+  less, no wait gathers the aim, so each one grows to the longest. The same feedback
+  may be what costs one stream down some throughput now: a flow held back by its
+  window gathers less, so its next wait is longer. Not tried yet: a band (keep the
+  wait while it gathers between half the aim and the aim). The waits' state lives
+  with the flow's pipe, so connections that never turn bulk carry none (in
+  RelayConnection it cost 64 bytes each: relay RSS per idle connection 0.362 -> 0.426
+  KiB at 62bd21f, 0.364 in the run above).
 - **A coalescing read that took less than half the pipe ends the pump.** The read
   after a wait took what gathered (~170 KiB at 5 Gbit/s), but the pump then read
   again straight after writing it, taking the few KiB that came meanwhile, and again
