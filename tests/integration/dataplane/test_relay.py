@@ -3,7 +3,6 @@ a SOCKS5 Egress (dante, microsocks) end to end: auth, resets, half-close, bulk."
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
