@@ -110,7 +110,14 @@ Status Attachment::check() const {
   if (!ns_.alive()) return make_error(Code::failed_precondition, "network namespace " + ns_.path() + " is gone");
   auto listed = run_nft(ns_.fd(), std::string("list table inet ") + kTableName);
   if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
-  return check_policy_routing(ns_.fd(), routing());
+  return check_routing();
+}
+
+Status Attachment::check_routing() const { return check_policy_routing(ns_.fd(), routing()); }
+
+Status Attachment::reinstall() const {
+  KIB_TRY(apply_table());
+  return install_policy_routing(ns_.fd(), routing());
 }
 
 Listeners Attachment::take_listeners() {

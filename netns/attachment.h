@@ -76,6 +76,11 @@ class Attachment {
   // what is missing (the namespace is gone, the table, a rule or a route was removed
   // behind the agent's back). update() with the same policy reinstalls the table.
   Status check() const;
+  // check() without the table: the policy routing only.
+  Status check_routing() const;
+  // Puts back what check() found missing: the table (as the current policy says, in
+  // one transaction) and the policy routing; both idempotent.
+  Status reinstall() const;
 
   // Moves the listener fds to the caller (the data plane); ports() stays valid.
   Listeners take_listeners();

@@ -223,6 +223,26 @@ void DataplaneRuntime::workspace_released(const std::string& workspace_id) {
   forget_workspace(workspace_id, false);
 }
 
+void DataplaneRuntime::workspaces_repaired() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, e] : workspaces_) ids.push_back(id);
+  }
+  for (const auto& id : ids) {
+    WorkspaceAttacher::Repair r = attacher_.repair(id);
+    std::string failed;
+    if (!r.missing.empty() && r.reinstalled.ok()) {
+      spdlog::warn("workspace {}: {} (removed behind the agent's back); put back", id, r.missing);
+    } else if (!r.missing.empty()) {
+      failed = r.missing + "; putting it back failed: " + r.reinstalled.error().message;
+      spdlog::warn("workspace {}: {} (retrying)", id, failed);
+    }
+    std::lock_guard lk(mu_);
+    if (auto it = workspaces_.find(id); it != workspaces_.end()) it->second.repair_error = std::move(failed);
+  }
+}
+
 Status DataplaneRuntime::leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) {
   return attacher_.remove_leftovers(netns, dev, ino);
 }
@@ -245,7 +265,7 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
   }
   const WorkspaceEntry& e = it->second;
   s.set_applied_revision(min_of(e.acked));
-  std::string err = e.error.empty() ? attacher_.health(workspace_id) : e.error;
+  std::string err = !e.error.empty() ? e.error : !e.repair_error.empty() ? e.repair_error : attacher_.health(workspace_id);
   if (!err.empty()) s.set_error(err);
   std::set<std::string> seen;
   auto add = [&](const std::string& id, const EgressStats* st) {

@@ -32,6 +32,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   void workspace_deleted(const std::string& workspace_id) override;
   std::vector<std::string> workspaces_moved() const override;
   void workspace_released(const std::string& workspace_id) override;
+  void workspaces_repaired() override;
   Status leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) override;
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;
@@ -53,6 +54,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
     std::shared_ptr<WorkspaceStats> stats;
     std::vector<uint64_t> acked;  // policy revision per worker
     std::string error;
+    std::string repair_error;  // the rules were removed and putting them back failed
   };
 
   WorkspaceAttacher& attacher_;

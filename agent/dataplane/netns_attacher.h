@@ -3,6 +3,7 @@
 // routing and transparent listeners of each Workspace namespace.
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/dataplane/workspace_attacher.h"
@@ -24,6 +25,7 @@ class NetnsAttacher final : public WorkspaceAttacher {
   bool moved(const std::string& workspace_id) const override;
   Status remove_leftovers(const std::string& netns, uint64_t dev, uint64_t ino) override;
   std::string health(const std::string& workspace_id) const override;
+  Repair repair(const std::string& workspace_id) override;
 
  private:
   // The other Workspace attached to this namespace, or empty.
@@ -31,6 +33,8 @@ class NetnsAttacher final : public WorkspaceAttacher {
 
   struct Entry {
     netns::Attachment attachment;
+    // The namespace's nftables generation when repair last found the table in place.
+    std::optional<uint32_t> checked_generation;
   };
   const std::string guest_congestion_control_;
   mutable std::mutex mu_;

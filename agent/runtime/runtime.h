@@ -84,6 +84,9 @@ class Runtime {
   // there (they keep dropping covered traffic: fail closed); the next
   // workspace_applied attaches it afresh by path.
   virtual void workspace_released(const std::string& /*workspace_id*/) {}
+  // Puts back the rules of attached Workspaces that were removed behind the agent's
+  // back (each is logged; status shows why while putting them back fails).
+  virtual void workspaces_repaired() {}
   virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
   virtual RuntimeCounts counts() const = 0;
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.

@@ -61,6 +61,7 @@ class ControlPlaneImpl final : public ControlPlane {
       lk.unlock();
       workspaces_.retry_failed_applies();
       workspaces_.reattach_moved();
+      env_.runtime.workspaces_repaired();
       lk.lock();
     }
   }

@@ -82,6 +82,32 @@ def test_restart_on_the_same_state_dir_reattaches_and_covered_traffic_flows_thro
     assert [e2e.field(w, "workspace_id") for w in e2e.field(listed, "workspaces", [])] == [attached.workspace_id]
 
 
+def test_rules_removed_behind_the_agents_back_are_put_back(attached):
+    """A firewall reload or `nft flush ruleset` in the namespace would let covered
+    traffic leave directly: the agent checks every attached namespace each retry
+    period (2 s) and puts back the table and the policy routing, as they were."""
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    installed = lab.kernel_state(ws.ws)
+    lab.run(ws.ws, "nft", "delete", "table", "inet", "kibotos")
+    fwmark = [line for line in installed["rule4"].splitlines() if "fwmark" in line]
+    assert len(fwmark) == 1, installed["rule4"]
+    lab.run(ws.ws, e2e.labmod.IP, "-4", "rule", "del", "priority", fwmark[0].split(":")[0])
+    assert lab.kernel_state(ws.ws) != installed
+    e2e.labmod.wait_for(lambda: lab.kernel_state(ws.ws) == installed, timeout=15,
+                        what="the table and rule put back")
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
+    assert "removed behind the agent's back" in agent.log()
+    assert "error" not in e2e.policy_status(agent, attached.workspace_id)
+    # With nftables untouched since (the table is then not listed again), a removed
+    # route is still seen and put back.
+    e2e.time.sleep(2.5)
+    table = fwmark[0].split("lookup")[1].split()[0]
+    lab.run(ws.ws, e2e.labmod.IP, "-4", "route", "del", "local", "default", "dev", "lo", "table", table)
+    assert lab.kernel_state(ws.ws) != installed
+    e2e.labmod.wait_for(lambda: lab.kernel_state(ws.ws) == installed, timeout=15, what="the route put back")
+
+
 def test_delete_workspace_leaves_the_namespace_exactly_as_before_and_closes_relayed_connections(env):
     lab, ws, agent = env.lab, env.ws, env.agent
     before = lab.kernel_state(ws.ws)
