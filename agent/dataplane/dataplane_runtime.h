@@ -33,6 +33,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   std::vector<std::string> workspaces_moved() const override;
   void workspace_released(const std::string& workspace_id) override;
   void workspaces_repaired() override;
+  Status workspace_attachable(uint64_t dev, uint64_t ino) const override { return attacher_.attachable(dev, ino); }
   Status leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) override;
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;

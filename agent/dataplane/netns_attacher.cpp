@@ -8,6 +8,19 @@
 
 namespace kib::dataplane {
 
+NetnsAttacher::NetnsAttacher(std::string guest_congestion_control)
+    : guest_congestion_control_(std::move(guest_congestion_control)) {
+  if (auto own = netns::NamespaceHandle::open("/proc/self/ns/net"); own.ok())
+    own_namespace_.emplace(static_cast<uint64_t>(own->dev()), static_cast<uint64_t>(own->ino()));
+}
+
+Status NetnsAttacher::attachable(uint64_t dev, uint64_t ino) const {
+  if (own_namespace_ == std::pair{dev, ino})
+    return Error{Code::failed_precondition,
+                 "is the agent's own network namespace (its rules would catch the host's traffic)"};
+  return {};
+}
+
 Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id, const std::string& netns,
                                                  const ::kibotos::ctrl::v1::NetworkPolicy& policy,
                                                  unsigned loops) {
@@ -15,6 +28,8 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   if (!rp.ok()) return std::move(rp).error();
   auto ns = netns::NamespaceHandle::open(netns);
   if (!ns.ok()) return std::move(ns).error();
+  if (Status st = attachable(static_cast<uint64_t>(ns->dev()), static_cast<uint64_t>(ns->ino())); !st.ok())
+    return Error{st.error().code, "netns " + netns + " " + st.error().message};
   if (auto holder = holder_of(*ns, workspace_id); !holder.empty())
     return Error{Code::failed_precondition,
                  "netns " + netns + ": its network namespace is already attached to workspace " + holder};

@@ -15,8 +15,7 @@ class NetnsAttacher final : public WorkspaceAttacher {
  public:
   // guest_congestion_control: config dataplane.guest_congestion_control (checked at
   // start by DataplaneRuntime::create).
-  explicit NetnsAttacher(std::string guest_congestion_control = {})
-      : guest_congestion_control_(std::move(guest_congestion_control)) {}
+  explicit NetnsAttacher(std::string guest_congestion_control = {});
   Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
                                     const ::kibotos::ctrl::v1::NetworkPolicy& policy, unsigned loops) override;
   Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
@@ -26,6 +25,7 @@ class NetnsAttacher final : public WorkspaceAttacher {
   Status remove_leftovers(const std::string& netns, uint64_t dev, uint64_t ino) override;
   std::string health(const std::string& workspace_id) const override;
   Repair repair(const std::string& workspace_id) override;
+  Status attachable(uint64_t dev, uint64_t ino) const override;
 
  private:
   // The other Workspace attached to this namespace, or empty.
@@ -37,6 +37,8 @@ class NetnsAttacher final : public WorkspaceAttacher {
     std::optional<uint32_t> checked_generation;
   };
   const std::string guest_congestion_control_;
+  // The agent's own network namespace (st_dev, st_ino), never attached.
+  std::optional<std::pair<uint64_t, uint64_t>> own_namespace_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };

@@ -47,6 +47,8 @@ class WorkspaceAttacher {
     Status reinstalled;   // whether putting it back worked
   };
   virtual Repair repair(const std::string& /*workspace_id*/) { return {}; }
+  // Runtime::workspace_attachable; attach() refuses what this refuses.
+  virtual Status attachable(uint64_t /*dev*/, uint64_t /*ino*/) const { return {}; }
 };
 
 }  // namespace kib::dataplane

@@ -87,6 +87,10 @@ class Runtime {
   // Puts back the rules of attached Workspaces that were removed behind the agent's
   // back (each is logged; status shows why while putting them back fails).
   virtual void workspaces_repaired() {}
+  // Whether the namespace with this identity (st_dev, st_ino) may be attached at
+  // all: failed_precondition for the agent's own (its rules would catch the host's
+  // traffic, e.g. a /proc/PID/ns/net path whose PID came to name a host process).
+  virtual Status workspace_attachable(uint64_t /*dev*/, uint64_t /*ino*/) const { return {}; }
   virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
   virtual RuntimeCounts counts() const = 0;
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.

@@ -164,6 +164,8 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     auto k = network_namespace_identity(req.netns());
     if (!k.ok()) return std::move(k).error();
     key = *k;
+    if (Status st = env_.runtime.workspace_attachable(key.dev, key.ino); !st.ok())
+      return Error{st.error().code, "netns " + quoted(req.netns()) + " " + st.error().message};
     return {};
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,11 @@ class RecordingRuntime final : public Runtime {
     return s;
   }
   RuntimeCounts counts() const override { return {7, 3}; }
+  Status workspace_attachable(uint64_t dev, uint64_t ino) const override {
+    if (refused_namespace == store::NetnsKey{dev, ino}) return Error{Code::failed_precondition, "is refused"};
+    return {};
+  }
+  std::optional<store::NetnsKey> refused_namespace;  // as the data plane refuses its own
 
   std::vector<std::string> events() const {
     std::lock_guard<std::mutex> g(mu_);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "agent/api/services/netns_identity.h"
 #include "agent/store/store.h"
 #include "tests/unit/services/service_harness.h"
 
@@ -155,6 +156,20 @@ TEST_CASE("CreateWorkspace: a namespace already attached is failed_precondition,
   // After the delete the namespace can be attached again.
   REQUIRE(h.delete_workspace(w.workspace_id()).ok());
   CHECK(h.create_workspace("/proc/thread-self/ns/net", isolated()).ok());
+}
+
+TEST_CASE("CreateWorkspace: a namespace the runtime refuses (the agent's own) is failed_precondition") {
+  Harness h;
+  auto key = kib::api::network_namespace_identity(kNetns);
+  REQUIRE(key.ok());
+  h.runtime.refused_namespace = *key;
+  h.runtime.clear();
+  auto r = h.create_workspace(kNetns, isolated());
+  CHECK(code_of(r) == Code::failed_precondition);
+  CHECK(r.error().message.find("is refused") != std::string::npos);
+  CHECK(h.runtime.events().empty());  // nothing applied
+  h.runtime.refused_namespace.reset();
+  CHECK(h.create_workspace(kNetns, isolated()).ok());  // nothing was stored either
 }
 
 TEST_CASE("NetworkPolicy: mode unspecified is invalid_argument") {
