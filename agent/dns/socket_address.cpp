@@ -15,6 +15,7 @@ SocketAddress SocketAddress::from_sockaddr(const sockaddr* sa) {
     out.ip.family = AF_INET6;
     std::memcpy(out.ip.bytes.data(), &s6->sin6_addr, 16);
     out.port = ntohs(s6->sin6_port);
+    out.scope_id = s6->sin6_scope_id;
   } else {
     const auto* s4 = reinterpret_cast<const sockaddr_in*>(sa);
     out.ip.family = AF_INET;
@@ -31,6 +32,7 @@ socklen_t SocketAddress::to_sockaddr(sockaddr_storage& storage) const {
     s6->sin6_family = AF_INET6;
     std::memcpy(&s6->sin6_addr, ip.bytes.data(), 16);
     s6->sin6_port = htons(port);
+    s6->sin6_scope_id = scope_id;
     return sizeof(sockaddr_in6);
   }
   auto* s4 = reinterpret_cast<sockaddr_in*>(&storage);
@@ -64,7 +66,7 @@ std::string SocketAddress::to_string() const {
 size_t SocketAddressHash::operator()(const SocketAddress& a) const {
   const std::string_view raw(reinterpret_cast<const char*>(a.ip.bytes.data()), a.ip.bytes.size());
   return std::hash<std::string_view>{}(raw) ^ (static_cast<size_t>(a.port) << 1) ^
-         static_cast<size_t>(a.ip.family);
+         static_cast<size_t>(a.ip.family) ^ (static_cast<size_t>(a.scope_id) << 20);
 }
 
 }  // namespace kib::dns

@@ -13,6 +13,9 @@ namespace kib::dns {
 struct SocketAddress {
   policy::IpAddress ip;
   uint16_t port = 0;
+  // An IPv6 link-local address's interface (sin6_scope_id; 0 otherwise): a guest
+  // asking its router's fe80::1 is answered from fe80::1 on that link only.
+  uint32_t scope_id = 0;
 
   static SocketAddress from_sockaddr(const sockaddr* sa);
   // Fills storage and returns the length to pass to the kernel.

@@ -132,6 +132,17 @@ def test_ipv6_resolver_and_aaaa_over_ipv6(env):
     assert lab.root_v6 in upstream.clients()
 
 
+def test_a_query_to_a_link_local_address_is_answered_from_it(env):
+    """A guest asking its router's link-local address (a common RDNSS, fe80::1%eth0):
+    the reply must come from that address on that link (a reply socket bound without
+    the interface is refused by the kernel, and the query went unanswered)."""
+    lab, ws, h, upstream, up4, _ = env
+    lab.run(ws.ws, dx.labmod.IP, "-6", "addr", "add", "fe80::53/64", "dev", "guest0", "nodad")
+    h.cmd(f"workspace w0 {ws.path} 1 udp:{up4}:53")
+    assert dx.dig_short(lab, ws, "fe80::53%eth0", dx.TEST_NAME) == dx.TEST_V4
+    assert dx.dig_short(lab, ws, "fe80::53%eth0", dx.TEST_NAME, tcp=True) == dx.TEST_V4
+
+
 def test_ipv6_resolver_through_dante(env):
     lab, ws, h, upstream, _, up6 = env
     dx.start_dante_udp(lab, 1080)

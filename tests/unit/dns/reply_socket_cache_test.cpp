@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 
 #include <vector>
 
@@ -51,4 +52,23 @@ TEST_CASE("a failure to open is returned and nothing is cached") {
   });
   CHECK_FALSE(cache.get(asked("192.0.2.1")).ok());
   CHECK(cache.size() == 0);
+}
+
+TEST_CASE("a link-local address on two links is two reply sockets, each bound with its link") {
+  std::vector<SocketAddress> opened;
+  ReplySocketCache cache(4, [&](const SocketAddress& a) -> kib::Result<kib::UniqueFd> {
+    opened.push_back(a);
+    return kib::UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  });
+  SocketAddress on2 = asked("fe80::1"), on3 = asked("fe80::1");
+  on2.scope_id = 2;
+  on3.scope_id = 3;
+  REQUIRE(cache.get(on2).ok());
+  REQUIRE(cache.get(on3).ok());
+  REQUIRE(cache.get(on2).ok());
+  REQUIRE(opened.size() == 2);
+  sockaddr_storage ss{};
+  opened[1].to_sockaddr(ss);
+  CHECK(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_scope_id == 3);
+  CHECK(SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&ss)) == on3);
 }
