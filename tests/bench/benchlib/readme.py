@@ -132,23 +132,31 @@ DESIGN = """## What these numbers decided (and what was tried)
   data-plane change since 341db80 touches this path) everything costs more, redsocks
   most, and the target sits at its line. Three full runs there: 137 against 283 µs
   (0.48×) at 09ec097, 126 against 246 (0.51×) at 6ee276d, 142 against 277 (0.51×) at
-  61dcf38, 105 against 230 (0.46×) at 62bd21f and 132 against 222 (0.60×) in the run
-  above (ac2a4b4; neither of the last two changed this path, only bulk flows' waits);
-  the five runs of one mode spread wider than the gap to the line (kibotos 112-142
-  µs, redsocks copy 195-287 above). The target is not met in this run.
+  61dcf38, 105 against 230 (0.46×) at 62bd21f, 132 against 222 (0.60×) at ac2a4b4
+  and 140 against 273 (0.51×) in the run above (45c6e0e; none of the last three
+  changed this path, only bulk flows' waits); the five runs of one mode spread wider
+  than the gap to the line (kibotos 122-143 µs, redsocks splice 205-345 above). The
+  target is not met in this run. A profile at 45c6e0e (perf, wrk -c32): 95% of the
+  relay's CPU is kernel; io_uring sends 23% (veth runs the receiver's stack in our
+  context), connect to dante 19%, closes 14%, shutdown(2) 10%, receives 8%; user
+  space 4.6%. The one saving left would be sending the SOCKS5 greeting and CONNECT
+  together (a round trip, a send and a receive less): dante 1.4.2 answers both, but
+  microsocks 1.0.3 reads one message per recv and drops the CONNECT, so it is not
+  done.
   CPU per GB toward the guest, at its line in those runs (0.50×, 0.56×), is met since
   the coalescing period went from 500 to 2,000 µs (61dcf38, below): 0.183 against
   0.467 s/GB (0.39×), and with it throughput moved above parity (1 stream up 1.14×,
   4 streams down 1.02×; all relays are bounded by dante and the shared cores, 6-8
-  Gbit/s here; at 6ee276d 0.99× and 0.98×; in the run above 1 stream is 0.94× up
-  and 0.97× down, 7.00 and 6.79 Gbit/s against redsocks copy's 7.41 and 7.04, and
-  1.22× and 1.06× at 62bd21f: see "Each wait is sized" below). Four streams toward
+  Gbit/s here; at 6ee276d 0.99× and 0.98×; at ac2a4b4 1 stream was 0.94× up and
+  0.97× down, 7.00 and 6.79 Gbit/s against redsocks copy's 7.41 and 7.04, 1.22× and
+  1.06× at 62bd21f, and 1.23× and 1.18× in the run above, 6.59 and 6.95 against
+  redsocks splice's 5.36 and 5.88: see "Each wait is sized" below). Four streams toward
   the guest cost more per GB than one at 61dcf38 (0.261 s/GB, 0.56× the best peer):
   each flow waited the same 2 ms for a quarter of the bytes. Ending every flow's wait
   on a grid shared by the loop (so the four wake together) did not change it (paired
   A/B, 6 rounds: 0.258 against 0.254 s/GB; one stream 0.198 against 0.204); not
   kept. Sizing each flow's wait from its rate did: 0.185 s/GB (0.47×) at 62bd21f,
-  0.183 (0.41×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
+  0.183 (0.41×) at ac2a4b4, 0.209 (0.44×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
   kibotos 16%, of which user space is 3.5%; the rest is the TCP and netfilter work of
   the packets it sends and receives (and the receivers' work that veth runs inline).
 - **p99 connect + first byte: at parity, noise-bound.** Latency through any relay here is mostly dante's:
@@ -163,10 +171,10 @@ DESIGN = """## What these numbers decided (and what was tried)
   the 2-thread one in full runs (p50 981 against 771 at 6ee276d) but not when the two
   alternated in one lab after a hold (1,216 against 1,228). Since 61dcf38 latency is a
   pass of its own (see How each figure is taken). Kibotos with 1 thread has had the
-  lowest p50 of all relays since (761 µs at 61dcf38, 678 at 62bd21f, 734 in the run
-  above; redsocks 780-881); its p99 was 1.09× the best peer at 61dcf38 (1,404 against
-  1,289), 0.85× at 62bd21f (993 against 1,164) and 0.90× in the run above (1,091
-  against 1,213). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
+  lowest p50 of all relays since (761 µs at 61dcf38, 678 at 62bd21f, 734 at ac2a4b4,
+  763 in the run above; redsocks 780-881); its p99 was 1.09× the best peer at 61dcf38
+  (1,404 against 1,289), 0.85× at 62bd21f (993 against 1,164), 0.90× at ac2a4b4
+  (1,091 against 1,213) and 0.94× in the run above (1,222 against 1,298). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
   827-3,986 for redsocks copy across those runs, so the median of 15 moves by a tenth
   or more between runs: the target is met in this run, at parity within that noise.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
@@ -261,13 +269,22 @@ DESIGN = """## What these numbers decided (and what was tried)
   stream down 0.173 -> 0.199 s/GB and 7.64 -> 6.76 Gbit/s (8 rounds, 7 of 8 worse):
   its waits shrank to ~1.5 ms, since the bytes that come while the pump runs count as
   gathered; aiming at 4 MiB stalled one stream (2.7 Gbit/s): with a window that holds
-  less, no wait gathers the aim, so each one grows to the longest. The same feedback
-  may be what costs one stream down some throughput now: a flow held back by its
-  window gathers less, so its next wait is longer. Not tried yet: a band (keep the
-  wait while it gathers between half the aim and the aim). The waits' state lives
-  with the flow's pipe, so connections that never turn bulk carry none (in
-  RelayConnection it cost 64 bytes each: relay RSS per idle connection 0.362 -> 0.426
-  KiB at 62bd21f, 0.364 in the run above).
+  less, no wait gathers the aim, so each one grows to the longest. What one stream down
+  can still lose (traced on the relay of ac2a4b4, unchanged since; 3 of 8 runs): one
+  wait gathers little (63 KiB),
+  the next is sized to the longest, and each 8 ms wait then gathers only 250-700 KiB
+  for ~100 ms, with tcpi_rcv_ssthresh at 6-18 MB (the window is not the limit).
+  Linux ACKs at once only if the window it would advertise does not shrink
+  (`__tcp_ack_snd_check`), so once rcv_ssthresh nears the buffer, bytes queued during a
+  wait hold the ACKs until the relay reads: the sender (dante, BBR) is then clocked by
+  the waits, a window per wait whatever its length. Tried against it (A/B, 6-10
+  rounds): the first wait at the shortest and at most doubling (1 down 6.24 against
+  5.71 Gbit/s in one series, 6.41 against 6.43 in another), and waits that never
+  lengthen after the first (7.00 against 6.76); each cost four streams 5-9% CPU per
+  GB and neither left the rounds' spread (5.2-7.9 Gbit/s for one binary), so neither
+  was kept. The waits' state lives with the flow's pipe, so connections that never
+  turn bulk carry none (in RelayConnection it cost 64 bytes each: relay RSS per idle
+  connection 0.362 -> 0.426 KiB at 62bd21f, 0.364 at ac2a4b4).
 - **A coalescing read that took less than half the pipe ends the pump.** The read
   after a wait took what gathered (~170 KiB at 5 Gbit/s), but the pump then read
   again straight after writing it, taking the few KiB that came meanwhile, and again
