@@ -99,21 +99,23 @@ def test_rules_removed_behind_the_agents_back_are_put_back(attached):
     assert e2e.peer(lab, ws, e2e.uncovered(lab)) == ws.guest_v4
     assert "removed behind the agent's back" in agent.log()
     assert "error" not in e2e.policy_status(agent, attached.workspace_id)
-    # With nftables untouched since (the table is then not listed again), a removed
-    # route is still seen and put back.
-    e2e.time.sleep(2.5)
+    # With nftables untouched since the repair (the table is then not listed again), a
+    # removed route is still seen and put back.
     table = fwmark[0].split("lookup")[1].split()[0]
     lab.run(ws.ws, e2e.labmod.IP, "-4", "route", "del", "local", "default", "dev", "lo", "table", table)
     assert lab.kernel_state(ws.ws) != installed
     e2e.labmod.wait_for(lambda: lab.kernel_state(ws.ws) == installed, timeout=15, what="the route put back")
 
 
+def host_ruleset():
+    """The nftables ruleset of the namespace the agent runs in (the host's, here)."""
+    return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True, check=True).stdout
+
+
 def test_the_agents_own_namespace_is_never_attached(env):
     """A /proc/PID/ns/net path whose PID came to name a host process (or a slip of
     the operator's) must not put the agent's rules on the host's own traffic."""
-    def host_rules():
-        return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True, check=True).stdout
-    before = host_rules()
+    before = host_ruleset()
     eid = e2e.field(e2e.create_egress(env.agent, env.socks), "egress_id")
     pol = e2e.policy((eid, [e2e.covered(env.lab) + "/32"]))
     own = f"/proc/{env.agent.proc.pid}/ns/net"
@@ -121,14 +123,14 @@ def test_the_agents_own_namespace_is_never_attached(env):
     assert e2e.error_code(r) == "failed_precondition"
     assert "agent's own network namespace" in e2e.field(r[1], "message"), r
     assert e2e.field(e2e.ok(e2e.call(env.agent, e2e.WORKSPACE + "ListWorkspaces", {})), "workspaces", []) == []
-    assert host_rules() == before
+    assert host_ruleset() == before
 
 
 def test_a_path_that_comes_to_name_the_agents_own_namespace_is_not_attached_there(env, tmp_path):
     """As a guest's /proc/PID/ns/net after its PID went to a host process: nothing
     is installed there, status says why, and the old namespace keeps its table."""
     lab, agent = env.lab, env.agent
-    before = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True, check=True).stdout
+    before = host_ruleset()
     with second_path(tmp_path, env.ws.path) as alias:
         eid, pol, (wid,) = attach_at(env, alias)
         repoint(alias, f"/proc/{agent.proc.pid}/ns/net")
@@ -136,8 +138,7 @@ def test_a_path_that_comes_to_name_the_agents_own_namespace_is_not_attached_ther
                             (e2e.field(e2e.policy_status(agent, wid), "error") or ""),
                             timeout=10, what="the refusal in status")
         assert not e2e.reachable(lab, env.ws, e2e.covered(lab), timeout=2.0)
-        assert subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True,
-                              check=True).stdout == before
+        assert host_ruleset() == before
         repoint(alias, None)
 
 
