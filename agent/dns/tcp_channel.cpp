@@ -51,7 +51,7 @@ class TcpChannel final : public UpstreamChannel, private StreamEvents {
   std::string state() const override { return stream_ && stream_->ready() ? "ready" : "connecting"; }
 
  private:
-  void on_stream_ready(const std::optional<SocketAddress>&, const SocketAddress&) override {
+  void on_stream_ready(const std::optional<SocketAddress>&) override {
     std::deque<Bytes> queued;
     queued.swap(queued_);
     for (const auto& q : queued) {

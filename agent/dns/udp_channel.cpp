@@ -121,7 +121,7 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   }
 
   // StreamEvents (the association's control connection).
-  void on_stream_ready(const std::optional<SocketAddress>& relay, const SocketAddress&) override {
+  void on_stream_ready(const std::optional<SocketAddress>& relay) override {
     if (!relay) return fail("SOCKS5 server gave no relay address");
     relay_ = *relay;
     if (auto st = open_socket(*relay); !st) return fail(st.error().message);

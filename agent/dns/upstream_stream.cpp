@@ -266,12 +266,7 @@ void UpstreamStream::become_ready(const std::optional<SocketAddress>& relay) {
   timer_.cancel();
   phase_ = Phase::ready;
   socks_.reset();
-  sockaddr_storage ss;
-  socklen_t len = sizeof ss;
-  SocketAddress local{peer_.ip, 0};
-  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
-    local = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss));
-  events_->on_stream_ready(relay, local);
+  events_->on_stream_ready(relay);
 }
 
 void UpstreamStream::on_timer(uring::Timer&) {

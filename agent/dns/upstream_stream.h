@@ -47,9 +47,8 @@ struct StreamRoute {
 
 class StreamEvents {
  public:
-  // Ready. For UDP ASSOCIATE, relay is the checked relay address; local is the
-  // stream's own address.
-  virtual void on_stream_ready(const std::optional<SocketAddress>& relay, const SocketAddress& local) = 0;
+  // Ready. For UDP ASSOCIATE, relay is the checked relay address.
+  virtual void on_stream_ready(const std::optional<SocketAddress>& relay) = 0;
   // Bytes from the resolver (plaintext after TLS).
   virtual void on_stream_data(ByteView data) = 0;
   // The stream failed or ended; no event follows. The stream closes itself.
