@@ -7,6 +7,8 @@
 namespace kib::netns {
 namespace {
 
+const std::string kListTable = std::string("list table inet ") + kTableName;
+
 RoutingParams routing_of(const AttachParams& p) { return RoutingParams{p.mark, p.route_table, p.rule_priority}; }
 
 Status end_relayed_time_wait(int ns_fd, const KeepTimeWait& keep = {}) {
@@ -34,8 +36,12 @@ Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
 
 RoutingParams Attachment::routing() const { return routing_of(params_); }
 
-Status Attachment::apply_table() const {
-  return apply_nft(ns_.fd(), build_ruleset(RulesetParams{params_.policy, ports_, params_.mark}));
+Status Attachment::apply_table() {
+  auto listing = apply_nft_and_list(ns_.fd(), build_ruleset(RulesetParams{params_.policy, ports_, params_.mark}),
+                                    kListTable);
+  if (!listing.ok()) return std::move(listing).error();
+  table_listing_ = std::move(*listing);
+  return {};
 }
 
 Result<Attachment> Attachment::prepare(const std::string& path, const AttachParams& params) {
@@ -108,14 +114,16 @@ Status Attachment::detach() {
 
 Status Attachment::check() const {
   if (!ns_.alive()) return make_error(Code::failed_precondition, "network namespace " + ns_.path() + " is gone");
-  auto listed = run_nft(ns_.fd(), std::string("list table inet ") + kTableName);
+  auto listed = run_nft(ns_.fd(), kListTable);
   if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
+  if (!table_listing_) return make_error(Code::failed_precondition, "nftables table not verified (written concurrently)");
+  if (*listed != *table_listing_) return make_error(Code::failed_precondition, "nftables table changed");
   return check_routing();
 }
 
 Status Attachment::check_routing() const { return check_policy_routing(ns_.fd(), routing()); }
 
-Status Attachment::reinstall() const {
+Status Attachment::reinstall() {
   KIB_TRY(apply_table());
   return install_policy_routing(ns_.fd(), routing());
 }

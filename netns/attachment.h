@@ -10,6 +10,7 @@
 // Not thread-safe: the caller serialises calls on one Attachment (different
 // Attachments may be used from different threads).
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "agent/common/result.h"
@@ -73,14 +74,16 @@ class Attachment {
   Status detach();
 
   // Whether the kernel still enforces what was installed: failed_precondition naming
-  // what is missing (the namespace is gone, the table, a rule or a route was removed
-  // behind the agent's back). update() with the same policy reinstalls the table.
+  // what is missing or changed (the namespace is gone; the table was removed, or its
+  // content differs from what the agent's last table write left; a rule or a route
+  // was removed behind the agent's back). update() with the same policy reinstalls
+  // the table.
   Status check() const;
   // check() without the table: the policy routing only.
   Status check_routing() const;
   // Puts back what check() found missing: the table (as the current policy says, in
   // one transaction) and the policy routing; both idempotent.
-  Status reinstall() const;
+  Status reinstall();
 
   // Moves the listener fds to the caller (the data plane); ports() stays valid.
   Listeners take_listeners();
@@ -91,13 +94,17 @@ class Attachment {
 
  private:
   Attachment(NamespaceHandle ns, AttachParams params) : ns_(std::move(ns)), params_(std::move(params)) {}
-  Status apply_table() const;
+  Status apply_table();
   RoutingParams routing() const;
 
   NamespaceHandle ns_;
   AttachParams params_;
   TproxyPorts ports_;
   Listeners listeners_;
+  // `nft list table` right after the last table write, what check() compares with;
+  // nullopt when another transaction interleaved (the content is then unknown, and
+  // check() reports it so that a repair writes the table again).
+  std::optional<std::string> table_listing_;
 };
 
 }  // namespace kib::netns

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "netns/namespace_handle.h"
+#include "netns/nft_generation.h"
 
 namespace kib::netns {
 namespace {
@@ -43,6 +44,22 @@ Result<std::string> run_here(const std::string& buffer) {
 Result<std::string> run_nft(int ns_fd, const std::string& buffer) {
   std::lock_guard lock(nft_mutex());
   return run_in_netns<std::string>(ns_fd, [&] { return run_here(buffer); });
+}
+
+Result<std::optional<std::string>> apply_nft_and_list(int ns_fd, const std::string& buffer,
+                                                      const std::string& list) {
+  using Listing = std::optional<std::string>;
+  std::lock_guard lock(nft_mutex());
+  return run_in_netns<Listing>(ns_fd, [&]() -> Result<Listing> {
+    auto before = nft_generation_here();
+    KIB_TRY(run_here(buffer));
+    auto applied = nft_generation_here();
+    auto listed = run_here(list);
+    auto after = nft_generation_here();
+    const bool ours_only = before.ok() && applied.ok() && after.ok() && *applied == *before + 1 && *after == *applied;
+    if (!ours_only || !listed.ok()) return Listing{};
+    return Listing{std::move(*listed)};
+  });
 }
 
 Status apply_nft(int ns_fd, const std::string& buffer) {

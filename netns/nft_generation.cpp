@@ -23,7 +23,9 @@ int on_generation(nl_msg* msg, void* arg) {
   return NL_OK;
 }
 
-Result<uint32_t> generation_here() {
+}  // namespace
+
+Result<uint32_t> nft_generation_here() {
   auto sk = connect_netlink(NETLINK_NETFILTER);
   if (!sk.ok()) return std::move(sk).error();
   NlMsg msg(nlmsg_alloc_simple((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN, NLM_F_REQUEST));
@@ -41,8 +43,6 @@ Result<uint32_t> generation_here() {
   return *gen;
 }
 
-}  // namespace
-
-Result<uint32_t> nft_generation(int ns_fd) { return run_in_netns<uint32_t>(ns_fd, generation_here); }
+Result<uint32_t> nft_generation(int ns_fd) { return run_in_netns<uint32_t>(ns_fd, nft_generation_here); }
 
 }  // namespace kib::netns

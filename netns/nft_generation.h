@@ -11,4 +11,7 @@ namespace kib::netns {
 
 Result<uint32_t> nft_generation(int ns_fd);
 
+// The same in the calling thread's namespace (for code already running in one).
+Result<uint32_t> nft_generation_here();
+
 }  // namespace kib::netns

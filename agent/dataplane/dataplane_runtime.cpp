@@ -233,7 +233,7 @@ void DataplaneRuntime::workspaces_repaired() {
     WorkspaceAttacher::Repair r = attacher_.repair(id);
     std::string failed;
     if (!r.missing.empty() && r.reinstalled.ok()) {
-      spdlog::warn("workspace {}: {} (removed behind the agent's back); put back", id, r.missing);
+      spdlog::warn("workspace {}: {} (changed behind the agent's back); put back", id, r.missing);
     } else if (!r.missing.empty()) {
       failed = r.missing + "; putting it back failed: " + r.reinstalled.error().message;
       spdlog::warn("workspace {}: {} (retrying)", id, failed);

@@ -125,25 +125,24 @@ std::string NetnsAttacher::health(const std::string& workspace_id) const {
 
 // Under mu_, like update(): a policy swap and a repair never interleave, and the
 // table put back is the policy in force. Listing the table through libnftables costs
-// ~1.7 ms here, so it is listed only when the namespace's nftables generation moved
-// since it was last found in place; the policy routing is looked at every time.
+// ~1.7 ms here, so it is listed (and compared with what the agent's last write left)
+// only when the namespace's nftables generation moved since it was last found in
+// place; the policy routing is looked at every time.
 WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id) {
   std::lock_guard lk(mu_);
   auto it = entries_.find(workspace_id);
   if (it == entries_.end() || !it->second.attachment.namespace_alive()) return {};
   Entry& e = it->second;
-  auto generation = [&] { return netns::nft_generation(e.attachment.ns().fd()); };
-  auto gen = generation();
+  auto gen = netns::nft_generation(e.attachment.ns().fd());
   const bool untouched = gen.ok() && e.checked_generation == *gen;
   Status checked = untouched ? e.attachment.check_routing() : e.attachment.check();
   if (checked.ok()) {
     if (gen.ok()) e.checked_generation = *gen;
     return {};
   }
-  Repair r{checked.error().message, e.attachment.reinstall()};
-  // Our own transaction moved the generation: the table is in place as of it.
-  if (auto now = generation(); r.reinstalled.ok() && now.ok()) e.checked_generation = *now;
-  return r;
+  // The generation is left as it was: the next check lists the table put back once
+  // more, which also covers a write that another transaction interleaved with.
+  return {checked.error().message, e.attachment.reinstall()};
 }
 
 }  // namespace kib::dataplane

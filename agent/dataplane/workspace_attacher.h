@@ -39,11 +39,12 @@ class WorkspaceAttacher {
   virtual Status remove_leftovers(const std::string& /*netns*/, uint64_t /*dev*/, uint64_t /*ino*/) { return {}; }
   // Empty while the namespace and its rules are intact, else why not.
   virtual std::string health(const std::string& /*workspace_id*/) const { return {}; }
-  // Puts back the Workspace's rules where the kernel no longer has them (removed
-  // behind the agent's back: `nft flush ruleset`, a firewall reload). Empty when
-  // nothing was missing, or the namespace is gone (moved() covers that).
+  // Puts back the Workspace's rules where the kernel no longer has them as installed
+  // (removed or changed behind the agent's back: `nft flush ruleset`, a firewall
+  // reload, a rule inserted into the table). Empty when nothing was missing, or the
+  // namespace is gone (moved() covers that).
   struct Repair {
-    std::string missing;  // what check found missing
+    std::string missing;  // what check found missing or changed
     Status reinstalled;   // whether putting it back worked
   };
   virtual Repair repair(const std::string& /*workspace_id*/) { return {}; }

@@ -84,8 +84,8 @@ class Runtime {
   // there (they keep dropping covered traffic: fail closed); the next
   // workspace_applied attaches it afresh by path.
   virtual void workspace_released(const std::string& /*workspace_id*/) {}
-  // Puts back the rules of attached Workspaces that were removed behind the agent's
-  // back (each is logged; status shows why while putting them back fails).
+  // Puts back the rules of attached Workspaces that were removed or changed behind
+  // the agent's back (each is logged; status shows why while putting them back fails).
   virtual void workspaces_repaired() {}
   // Whether the namespace with this identity (st_dev, st_ino) may be attached at
   // all: failed_precondition for the agent's own (its rules would catch the host's

@@ -212,6 +212,16 @@ def test_check_reports_what_the_kernel_no_longer_enforces(lab, ws, servers):
     assert "table missing" in tool.check()
     tool.update(covering(servers))  # reinstalls the table
     assert tool.check() == "ok"
+    # A table still there but emptied, or with a rule of someone else's in it.
+    lab.run(ws.ws, "nft", "flush", "chain", "inet", "kibotos", "prerouting")
+    assert "table changed" in tool.check()
+    tool.update(covering(servers))
+    assert tool.check() == "ok"
+    lab.run(ws.ws, "nft", "insert", "rule", "inet", "kibotos", "output", "accept")
+    assert "table changed" in tool.check()
+    tool.update(covering(servers))
+    assert tool.check() == "ok"
+    assert tool.check() == "ok"  # the listing compared with is stable
     lab.run(ws.ws, "ip", "-6", "rule", "del", "fwmark", hex(MARK), "lookup", str(ROUTE_TABLE))
     assert "fwmark rule missing (ipv6)" in tool.check()
     lab.run(ws.ws, "ip", "-6", "rule", "add", "fwmark", hex(MARK), "lookup", str(ROUTE_TABLE), "priority", "100")
