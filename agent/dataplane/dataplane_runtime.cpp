@@ -83,6 +83,10 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   auto dns = dns::DnsService::start(dopts, rt->address_policy_, {});
   if (!dns.ok()) return std::move(dns).error();
   rt->dns_ = std::move(dns.value());
+  relay::ProbeOptions probe;
+  probe.address_policy = rt->address_policy_;
+  probe.resolver = rt->worker_opts_.resolver;
+  rt->prober_ = std::make_unique<PipeliningProber>(std::move(probe));
   for (unsigned i = 0; i < n; ++i) {
     WorkerHost& host = *rt;
     auto w = std::make_unique<Worker>(i, host, rt->worker_opts_);
@@ -132,6 +136,7 @@ void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_se
   }
   for (auto& w : workers_) w->publish_egress(t.value(), drain_seconds);
   if (dns_) dns_->publish_egress(t.value(), drain_seconds);
+  if (prober_) prober_->probe(t.value());
 }
 
 void DataplaneRuntime::egress_deleted(const std::string& egress_id) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/dataplane/pipelining_prober.h"
 #include "agent/dataplane/worker.h"
 #include "agent/dns/dns_service.h"
 #include "agent/dataplane/workspace_attacher.h"
@@ -65,6 +66,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   std::vector<std::unique_ptr<Worker>> workers_;
   // The guests' DNS (its own loop thread), told everything the workers are.
   std::unique_ptr<dns::DnsService> dns_;
+  std::unique_ptr<PipeliningProber> prober_;  // asks each revision's SOCKS5 server
 
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
   std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker

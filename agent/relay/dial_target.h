@@ -1,6 +1,7 @@
 #pragma once
 // Everything a dial through one Egress revision needs, built once when the revision
 // is published and shared (immutable) by every connection dialing through it.
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,11 @@ struct DialTarget {
   policy::HostPort endpoint;
   Socks5Credentials credentials;
   std::shared_ptr<TlsClientContext> tls;  // null: plain TCP
+  // Learned after publication, so not part of the immutable rest: whether the SOCKS5
+  // server answers requests sent together with the greeting (socks5_pipelining_probe.h).
+  // Until a probe says so, and for good once a pipelined dial gets no answer, each
+  // request waits for the reply before it.
+  mutable std::atomic<bool> socks_pipelining{false};
 
   const std::string& egress_id() const { return revision->egress_id; }
   uint64_t revision_number() const { return revision->revision; }

@@ -15,7 +15,7 @@
 namespace kib::relay {
 
 struct RelayConnection::Handshake {
-  explicit Handshake(const Socks5Credentials& creds, const sockaddr* dst) : socks(creds, dst) {}
+  Handshake(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined) : socks(creds, dst, pipelined) {}
   Socks5Client socks;
   std::vector<policy::IpAddress> addresses;
   size_t next = 0;
@@ -36,20 +36,6 @@ void set_reset_on_close(int fd) {
   if (fd < 0) return;
   linger l{1, 0};
   setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-}
-
-SocketAddress to_socket_address(const policy::IpAddress& ip, uint16_t port) {
-  SocketAddress a{};
-  if (ip.family == AF_INET6) {
-    a.v6.sin6_family = AF_INET6;
-    std::memcpy(&a.v6.sin6_addr, ip.bytes.data(), 16);
-    a.v6.sin6_port = htons(port);
-  } else {
-    a.v4.sin_family = AF_INET;
-    std::memcpy(&a.v4.sin_addr, ip.bytes.data(), 4);
-    a.v4.sin_port = htons(port);
-  }
-  return a;
 }
 
 }  // namespace
@@ -86,7 +72,8 @@ void RelayConnection::aim(io_uring_sqe* s, int side) const {
 }
 
 void RelayConnection::start(const SocketAddress& original_dst) {
-  hs_ = std::make_unique<Handshake>(target_->credentials, &original_dst.sa);
+  hs_ = std::make_unique<Handshake>(target_->credentials, &original_dst.sa,
+                                    target_->socks_pipelining.load(std::memory_order_relaxed));
   last_activity_ = loop_.now_ms();
   const auto& ep = target_->endpoint;
   if (ep.ip) {
@@ -688,8 +675,24 @@ void RelayConnection::drain_until(uint64_t deadline_ms) {
 
 void RelayConnection::dial_failed(const std::string& reason, bool refused) {
   if (phase_ == Phase::closing) return;
-  obs_.on_dial_failed(*this, reason, refused);
+  if (pipelining_unanswered()) {
+    // The server read the probe's requests but not this dial's (another server
+    // behind the same endpoint now?): the revision's later dials wait for each reply.
+    target_->socks_pipelining.store(false, std::memory_order_relaxed);
+    obs_.on_dial_failed(*this, reason + " (the SOCKS5 server answered the greeting only: requests now wait for each reply)",
+                        refused);
+  } else {
+    obs_.on_dial_failed(*this, reason, refused);
+  }
   close(true);  // "a refused or failed dial resets the guest connection"
+}
+
+// A pipelined handshake that ended (timed out, closed, failed to send) after the
+// greeting's reply and without the server's answer to the request sent with it.
+bool RelayConnection::pipelining_unanswered() const {
+  if (phase_ != Phase::socks || !hs_ || !hs_->socks.pipelined()) return false;
+  const auto s = hs_->socks.state();
+  return s == Socks5Client::State::auth || s == Socks5Client::State::connect;
 }
 
 void RelayConnection::close(bool reset) {

@@ -12,6 +12,7 @@
 
 #include "agent/policy/ip_address.h"
 #include "agent/relay/dial_target.h"
+#include "agent/relay/socket_address.h"
 #include "agent/relay/splice_pipe.h"
 #include "agent/relay/tls_session.h"
 #include "uring/loop.h"
@@ -54,13 +55,6 @@ struct RelayTimeouts {
   // that arrive within a wait of the previous read wait; a flow that stays dry for a
   // whole wait waits for readability again.
   uint32_t splice_coalesce_us = 8000;
-};
-
-union SocketAddress {
-  sockaddr sa;
-  sockaddr_in v4;
-  sockaddr_in6 v6;
-  socklen_t length() const { return sa.sa_family == AF_INET6 ? sizeof v6 : sizeof v4; }
 };
 
 class RelayConnection final : private uring::Completion,
@@ -166,6 +160,7 @@ class RelayConnection final : private uring::Completion,
   void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
   void release_flow_buffer(Flow& f);
   void dial_failed(const std::string& reason, bool refused = false);
+  bool pipelining_unanswered() const;
   void close(bool reset);
   void maybe_release();
   void rearm_timer();

@@ -41,45 +41,59 @@ std::string_view socks5_failure_name(Socks5Failure f) {
   return "unknown";
 }
 
-Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst) : creds_(creds) {
+Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined)
+    : creds_(creds), pipelined_(pipelined) {
   std::memcpy(&dst_, dst, dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+}
+
+uint8_t* Socks5Client::write_greeting(uint8_t* p) const {
+  // Offer only what is configured: a server accepting no-auth would otherwise skip
+  // the credentials the operator set.
+  const uint8_t g[] = {kVersion, 1, creds_.username.empty() ? kMethodNoAuth : kMethodUserPass};
+  return put(p, g, sizeof g);
+}
+
+uint8_t* Socks5Client::write_auth(uint8_t* p) const {
+  *p++ = kAuthVersion;
+  *p++ = static_cast<uint8_t>(creds_.username.size());
+  p = put(p, creds_.username.data(), creds_.username.size());
+  *p++ = static_cast<uint8_t>(creds_.password.size());
+  return put(p, creds_.password.data(), creds_.password.size());
+}
+
+uint8_t* Socks5Client::write_connect(uint8_t* p) const {
+  const uint8_t head[] = {kVersion, kCmdConnect, 0};
+  p = put(p, head, sizeof head);
+  if (dst_.v6.sin6_family == AF_INET6) {
+    *p++ = kAtypV6;
+    p = put(p, &dst_.v6.sin6_addr, 16);
+    return put(p, &dst_.v6.sin6_port, 2);
+  }
+  *p++ = kAtypV4;
+  p = put(p, &dst_.v4.sin_addr, 4);
+  return put(p, &dst_.v4.sin_port, 2);
 }
 
 size_t Socks5Client::write_output(uint8_t* buf) const {
   uint8_t* p = buf;
   switch (state_) {
-    case State::greeting: {
-      // Offer only what is configured: a server accepting no-auth would otherwise
-      // skip the credentials the operator set.
-      const uint8_t g[] = {kVersion, 1, creds_.username.empty() ? kMethodNoAuth : kMethodUserPass};
-      p = put(p, g, sizeof g);
-      break;
-    }
-    case State::auth: {
-      *p++ = kAuthVersion;
-      *p++ = static_cast<uint8_t>(creds_.username.size());
-      p = put(p, creds_.username.data(), creds_.username.size());
-      *p++ = static_cast<uint8_t>(creds_.password.size());
-      p = put(p, creds_.password.data(), creds_.password.size());
-      break;
-    }
-    case State::connect: {
-      const uint8_t head[] = {kVersion, kCmdConnect, 0};
-      p = put(p, head, sizeof head);
-      if (dst_.v6.sin6_family == AF_INET6) {
-        *p++ = kAtypV6;
-        p = put(p, &dst_.v6.sin6_addr, 16);
-        p = put(p, &dst_.v6.sin6_port, 2);
-      } else {
-        *p++ = kAtypV4;
-        p = put(p, &dst_.v4.sin_addr, 4);
-        p = put(p, &dst_.v4.sin_port, 2);
+    case State::greeting:
+      p = write_greeting(p);
+      if (pipelined_) {
+        if (!creds_.username.empty()) p = write_auth(p);
+        p = write_connect(p);
       }
       break;
-    }
+    case State::auth: p = write_auth(p); break;
+    case State::connect: p = write_connect(p); break;
     default: break;
   }
   return static_cast<size_t>(p - buf);
+}
+
+bool Socks5Client::connect_answered() const {
+  return state_ == State::done ||
+         (failure_ >= Socks5Failure::general_failure && failure_ <= Socks5Failure::unknown_reply_code);
 }
 
 void Socks5Client::fail(Socks5Failure f) {
@@ -129,14 +143,14 @@ void Socks5Client::on_message() {
       } else {
         return fail(Socks5Failure::no_acceptable_method);
       }
-      output_due_ = true;
+      output_due_ = !pipelined_;  // pipelined: the next request went with the greeting
       if (state_ == State::connect) need_ = 5;
       return;
     case State::auth:
       if (head_[1] != 0) return fail(Socks5Failure::auth_failed);
       state_ = State::connect;
       need_ = 5;
-      output_due_ = true;
+      output_due_ = !pipelined_;
       return;
     case State::connect: {
       const uint8_t rep = head_[1];

@@ -43,12 +43,16 @@ struct Socks5Credentials {
 class Socks5Client {
  public:
   enum class State : uint8_t { greeting, auth, connect, done, failed };
-  // Largest request: RFC 1929 (3 + 255 + 255).
-  static constexpr size_t kMaxOutput = 513;
+  // Largest output: pipelined greeting (3), RFC 1929 request (3 + 255 + 255) and
+  // CONNECT to an IPv6 address (22).
+  static constexpr size_t kMaxOutput = 3 + 513 + 22;
 
   // dst: the original destination (AF_INET or AF_INET6), sent as ATYP 1 or 4.
-  // creds must outlive the client.
-  Socks5Client(const Socks5Credentials& creds, const sockaddr* dst);
+  // creds must outlive the client. pipelined: the greeting goes out together with
+  // the requests that follow it (credentials, CONNECT) instead of each waiting for
+  // the reply before it; only for a server known to read them in turn (a server that
+  // reads one message per recv() would drop the rest, e.g. microsocks 1.0.3).
+  Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined = false);
 
   // Makes the greeting due (the first output).
   void start() { output_due_ = true; }
@@ -64,10 +68,16 @@ class Socks5Client {
 
   State state() const { return state_; }
   Socks5Failure failure() const { return failure_; }
+  bool pipelined() const { return pipelined_; }
+  // Whether the failure is the server's answer to the CONNECT (a reply code).
+  bool connect_answered() const;
 
  private:
   void on_message();
   void fail(Socks5Failure f);
+  uint8_t* write_greeting(uint8_t* p) const;
+  uint8_t* write_auth(uint8_t* p) const;
+  uint8_t* write_connect(uint8_t* p) const;
 
   const Socks5Credentials& creds_;
   union {
@@ -77,6 +87,7 @@ class Socks5Client {
   State state_ = State::greeting;
   Socks5Failure failure_ = Socks5Failure::none;
   bool output_due_ = false;
+  bool pipelined_ = false;
   uint8_t head_[5] = {};  // the first bytes of the current reply
   uint16_t have_ = 0;     // bytes of the current reply seen
   uint16_t need_ = 2;     // its length, once known

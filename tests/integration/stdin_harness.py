@@ -13,6 +13,21 @@ class StdinHarness:
                               stderr=subprocess.PIPE, text=True, bufsize=1)
         assert self.read_line(10) == "ready"
 
+    def wait_log(self, text, timeout=10):
+        """Reads the harness's log (stderr) until a line containing text; returns it."""
+        import time
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([self.proc.stderr], [], [], max(left, 0))
+            if not r:
+                raise TimeoutError(f"{self.name} did not log {text!r}")
+            line = self.proc.stderr.readline()
+            if not line:
+                raise EOFError(f"{self.name} exited before logging {text!r}")
+            if text in line:
+                return line.strip()
+
     def read_line(self, timeout=10):
         r, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not r:

@@ -119,9 +119,9 @@ DESIGN = """## What these numbers decided (and what was tried)
   expensive: `perf bench sched pipe` takes 83 µs per round trip across its two CPUs
   and 3.3 µs on one. What is left to cut is packets, and the protocol and the peers
   decide most of them: a captured wrk connection is 8 packets guest-side and 14
-  toward dante. Sending the SOCKS5 greeting and request in one segment would save a
-  round trip, but microsocks discards bytes that arrive with the greeting (one recv
-  per step), so it is not done. Whether ≤ 0.5× the best peer holds depends on the
+  toward dante. The greeting and the CONNECT now go in one segment where the Egress's
+  SOCKS5 server reads them (a probe per revision asks it; see "SOCKS5 requests sent
+  with the greeting" below). Whether ≤ 0.5× the best peer holds depends on the
   machine. On the Intel Xeon VM of the runs up to 341db80 it did not (0.63-0.67×;
   67.9 against redsocks' ~108 µs at 341db80): kibotos' own TCP work above (send,
   connect, close, shutdown, recv, netfilter: ~69% of 82 µs, ~57 µs) was alone
@@ -139,10 +139,24 @@ DESIGN = """## What these numbers decided (and what was tried)
   target is not met in this run. A profile at 45c6e0e (perf, wrk -c32): 95% of the
   relay's CPU is kernel; io_uring sends 23% (veth runs the receiver's stack in our
   context), connect to dante 19%, closes 14%, shutdown(2) 10%, receives 8%; user
-  space 4.6%. The one saving left would be sending the SOCKS5 greeting and CONNECT
-  together (a round trip, a send and a receive less): dante 1.4.2 answers both, but
-  microsocks 1.0.3 reads one message per recv and drops the CONNECT, so it is not
-  done.
+  space 4.6%. The one saving left was sending the SOCKS5 greeting and CONNECT
+  together (a round trip, a send and a receive less), done since (below).
+- **SOCKS5 requests sent with the greeting.** dante 1.4.2 reads the credentials and
+  the CONNECT that arrive in the greeting's segment; microsocks 1.0.3 reads one
+  message per recv() and drops the rest, and its client then waits for ever (its issue
+  #105 says so too). So the agent asks each Egress revision's server once, from a
+  thread of its own: one connection sending greeting, credentials and a CONNECT to
+  0.0.0.0:0 in one segment (refused by every server without traffic leaving its
+  host: dante answers REP 8, microsocks REP 5 when asked in turn). An answer to that
+  CONNECT switches the revision's dials to one segment; until then, for TLS Egresses
+  (not asked) and for good after a one-segment dial gets no answer to its CONNECT
+  (another server behind the endpoint), each request waits for the reply before it.
+  Paired A/B against always one request per reply (dante, kibotos 1 thread, 6 rounds
+  of wrk and of 1,000 sequential connections): relay CPU per connection 124.0 ->
+  117.6 µs, new connections/s 2,488 -> 2,572, connect + first byte p50 829 -> 660 µs
+  and p99 1,062 -> 992 µs (on the Intel VM of the earlier runs, sent unconditionally,
+  it was inside the noise: 74.3 vs 76.7 µs). On a real network each dial saves a
+  round trip to the Egress (two with credentials).
   CPU per GB toward the guest, at its line in those runs (0.50×, 0.56×), is met since
   the coalescing period went from 500 to 2,000 µs (61dcf38, below): 0.183 against
   0.467 s/GB (0.39×), and with it throughput moved above parity (1 stream up 1.14×,
@@ -315,12 +329,6 @@ DESIGN = """## What these numbers decided (and what was tried)
     (the receivers' TCP work runs in the sender's softirq), not per wakeup. Applied
     to every wait it cost more per connection (94 vs 73 ms per 1,000) and p50 (1.2
     vs 0.8 ms).
-  - Pipelining the SOCKS5 greeting and CONNECT request: 68 vs 73 ms per 1,000
-    connections, inside the noise; it breaks microsocks (above). Measured again
-    paired (one lab, the two behaviours alternated by a switch the relay read per
-    dial; 6 rounds of 5 s of wrk and of 1,000 sequential connections): 74.3 vs 76.7 µs
-    per connection (rounds spread 64-86), p50 743 vs 744 µs: dante's own work
-    dominates here. On a real network it would save a round trip to the Egress.
   - Delayed ACKs on the upstream socket during the SOCKS5 exchange (`TCP_QUICKACK` 0
     before the connect and before the greeting): the handshake's last ACK and the
     ACK of the method reply ride on the greeting and the CONNECT (14 -> 12 packets

@@ -225,3 +225,65 @@ TEST_CASE("bytes after the CONNECT reply are left for the tunnel") {
   CHECK(feed(c, r) == kSuccessV4.size());
   CHECK(c.state() == State::done);
 }
+
+TEST_CASE("pipelined no-auth: greeting and CONNECT go out together, nothing more is due") {
+  Socks5Credentials creds;
+  auto dst = v4("10.0.0.5", 1080);
+  Socks5Client c(creds, reinterpret_cast<sockaddr*>(&dst), /*pipelined=*/true);
+  c.start();
+  CHECK(out(c) == std::vector<uint8_t>{5, 1, 0, 5, 1, 0, 1, 10, 0, 0, 5, 0x04, 0x38});
+  c.take_output();
+  // Both replies in one read, and tunnelled bytes behind them.
+  std::vector<uint8_t> in = {5, 0};
+  in.insert(in.end(), kSuccessV4.begin(), kSuccessV4.end());
+  in.push_back('x');
+  CHECK(feed(c, in) == in.size() - 1);
+  CHECK(c.state() == State::done);
+  CHECK_FALSE(c.output_due());
+}
+
+TEST_CASE("pipelined user/password: greeting, RFC 1929 request and CONNECT together") {
+  Socks5Credentials creds{"al", "pw"};
+  auto dst = v6("2001:db8::1", 443);
+  Socks5Client c(creds, reinterpret_cast<sockaddr*>(&dst), true);
+  c.start();
+  std::vector<uint8_t> want = {5, 1, 2, 1, 2, 'a', 'l', 2, 'p', 'w', 5, 1, 0, 4};
+  want.insert(want.end(), {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x01, 0xbb});
+  CHECK(out(c) == want);
+  c.take_output();
+  CHECK(feed(c, {5, 2}) == 2);
+  CHECK(c.state() == State::auth);
+  CHECK_FALSE(c.output_due());  // the request went with the greeting
+  CHECK(feed(c, {1, 0}) == 2);
+  CHECK(c.state() == State::connect);
+  CHECK_FALSE(c.output_due());
+  feed(c, kSuccessV4);
+  CHECK(c.state() == State::done);
+}
+
+TEST_CASE("the largest pipelined output fits kMaxOutput") {
+  Socks5Credentials creds{std::string(255, 'u'), std::string(255, 'p')};
+  auto dst = v6("2001:db8::1", 443);
+  Socks5Client c(creds, reinterpret_cast<sockaddr*>(&dst), true);
+  c.start();
+  CHECK(out(c).size() == Socks5Client::kMaxOutput);
+}
+
+TEST_CASE("connect_answered: a reply code to the CONNECT, not a greeting or auth failure") {
+  Socks5Credentials creds;
+  auto dst = v4("0.0.0.0", 0);
+  Socks5Client refused(creds, reinterpret_cast<sockaddr*>(&dst), true);
+  refused.start();
+  feed(refused, {5, 0, 5, 2, 0, 1, 0, 0, 0, 0, 0, 0});
+  CHECK(refused.failure() == Socks5Failure::not_allowed_by_ruleset);
+  CHECK(refused.connect_answered());
+  Socks5Client greeting_only(creds, reinterpret_cast<sockaddr*>(&dst), true);
+  greeting_only.start();
+  feed(greeting_only, {5, 0});
+  CHECK_FALSE(greeting_only.connect_answered());
+  Socks5Client no_method(creds, reinterpret_cast<sockaddr*>(&dst), true);
+  no_method.start();
+  feed(no_method, {5, 0xff});
+  CHECK(no_method.failure() == Socks5Failure::no_acceptable_method);
+  CHECK_FALSE(no_method.connect_answered());
+}
