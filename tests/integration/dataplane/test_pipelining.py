@@ -34,38 +34,34 @@ def start_fake(lab, mode, port=1090):
     return port
 
 
-@pytest.mark.parametrize("auth", [False, True], ids=["no-auth", "user-password"])
-def test_dante_reads_pipelined_requests_and_its_dials_work(lab, auth):
-    ws = lab.add_workspace()
-    dst = lab.internet_v4(10)
-    dp.start_bulk_server(lab, dst, PORT)
-    h = dp.Harness(lab)
-    if auth:
-        dp.start_dante_with_user(lab, "kibuser", "s3cret", port=1082)
-        h.cmd(f"egress e1 1 0 {lab.socks_v4}:1082 user=kibuser pass=s3cret")
-    else:
+def start_dante(lab, auth):
+    if not auth:
         dp.start_dante(lab)
-        h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    assert "egress e1 revision 1" in h.wait_log(READS)
-    attach(h, lab, ws)
-    for _ in range(3):
-        ok, line = dp.guest(lab, ws, "peer", dst, PORT)
-        assert ok and line == f"PEER {lab.socks_inet_v4}", line
+        return f"{lab.socks_v4}:1080"
+    dp.start_dante_with_user(lab, "kibuser", "s3cret", port=1082)
+    return f"{lab.socks_v4}:1082 user=kibuser pass=s3cret"
 
 
+def start_microsocks(lab, auth):
+    if not auth:
+        dp.start_microsocks(lab, 1081)
+        return f"{lab.socks_v4}:1081"
+    dp.start_microsocks(lab, 1081, user="u1", password="p1")
+    return f"{lab.socks_v4}:1081 user=u1 pass=p1"
+
+
+# dante 1.4.2 reads them; microsocks 1.0.3 reads one message per recv() and drops the
+# rest, so its dials must wait for each reply. Either way every dial works.
+@pytest.mark.parametrize("server,verdict", [(start_dante, READS), (start_microsocks, DOES_NOT)],
+                         ids=["dante", "microsocks"])
 @pytest.mark.parametrize("auth", [False, True], ids=["no-auth", "user-password"])
-def test_microsocks_does_not_and_its_dials_wait_for_each_reply(lab, auth):
+def test_the_servers_verdict_is_learned_and_its_dials_work(lab, server, verdict, auth):
     ws = lab.add_workspace()
     dst = lab.internet_v4(10)
     dp.start_bulk_server(lab, dst, PORT)
     h = dp.Harness(lab)
-    if auth:
-        dp.start_microsocks(lab, 1081, user="u1", password="p1")
-        h.cmd(f"egress e1 1 0 {lab.socks_v4}:1081 user=u1 pass=p1")
-    else:
-        dp.start_microsocks(lab, 1081)
-        h.cmd(f"egress e1 1 0 {lab.socks_v4}:1081")
-    assert "egress e1 revision 1" in h.wait_log(DOES_NOT)
+    h.cmd(f"egress e1 1 0 {server(lab, auth)}")
+    assert "egress e1 revision 1" in h.wait_log(verdict)
     attach(h, lab, ws)
     for _ in range(3):
         ok, line = dp.guest(lab, ws, "peer", dst, PORT)
