@@ -295,9 +295,12 @@ void RelayConnection::splice_flow(int side) {
       // than half the pipe): it is slower than the relay, so let the next ones
       // gather before the next wake-up. Nothing came: wait for it.
       if (moved > 0 && coalescing()) return arm_coalesce(side);
+      set_receive_lowat(side, 0);
       f.pipe->gather() = {};
       return arm_poll(side, recv_tag(side), POLLIN);
-    case SplicePipe::Step::yielded: return arm_poll(side, recv_tag(side), POLLIN);
+    case SplicePipe::Step::yielded:
+      set_receive_lowat(side, 0);
+      return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::dst_full:
       f.out_poll = true;
       return arm_poll(other, send_tag(other), POLLOUT);
@@ -317,13 +320,28 @@ static uint64_t receive_buffer(int fd) {
 // -ETIME completion reads as "readable": the flow pumps whatever arrived meanwhile.
 void RelayConnection::arm_coalesce(int side) {
   GatherState& g = flow_[side].pipe->gather();
-  g.wait_us = next_gather_us(g.wait_us, g.gathered, timeouts_.splice_coalesce_us, receive_buffer(fd(side)));
+  const uint64_t rcvbuf = receive_buffer(fd(side));
+  g.wait_us = next_gather_us(g.wait_us, g.gathered, timeouts_.splice_coalesce_us, rcvbuf);
+  set_receive_lowat(side, static_cast<uint32_t>(gather_target(rcvbuf)));
   g.gathered = 0;
   g.ts = {0, static_cast<long long>(g.wait_us) * 1000};
   io_uring_sqe* s = loop_.sqe(this, recv_tag(side));
   io_uring_prep_timeout(s, &g.ts, 0, 0);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, recv_tag(side)));
   set_in_flight(recv_tag(side));
+}
+
+// While a flow waits on a timer its source's unread bytes grow, and Linux delays the
+// ACK of a segment that would shrink the window it advertises: the sender (dante,
+// BBR) then sends one window per wait. Below SO_RCVLOWAT the kernel ACKs at once
+// (__tcp_ack_snd_check), so the wait's target keeps the sender going; a POLLIN wait
+// needs it back at 1 (the kernel's default), or a tail shorter than it would not wake
+// the flow. bytes 0: back to 1.
+void RelayConnection::set_receive_lowat(int side, uint32_t bytes) {
+  GatherState& g = flow_[side].pipe->gather();
+  if (g.lowat == bytes) return;
+  const int v = bytes == 0 ? 1 : static_cast<int>(bytes);
+  if (setsockopt(fd(side), SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) g.lowat = bytes;
 }
 
 void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {

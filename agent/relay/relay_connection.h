@@ -161,6 +161,7 @@ class RelayConnection final : private uring::Completion,
   void release_flow_buffer(Flow& f);
   void dial_failed(const std::string& reason, bool refused = false);
   bool pipelining_unanswered() const;
+  void set_receive_lowat(int side, uint32_t bytes);
   void close(bool reset);
   void maybe_release();
   void rearm_timer();

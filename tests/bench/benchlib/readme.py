@@ -296,7 +296,18 @@ DESIGN = """## What these numbers decided (and what was tried)
   5.71 Gbit/s in one series, 6.41 against 6.43 in another), and waits that never
   lengthen after the first (7.00 against 6.76); each cost four streams 5-9% CPU per
   GB and neither left the rounds' spread (5.2-7.9 Gbit/s for one binary), so neither
-  was kept. The waits' state lives with the flow's pipe, so connections that never
+  was kept. What did: SO_RCVLOWAT on the source at the wait's target
+  (2 MiB, at most a quarter of its receive buffer) while the flow waits, back to 1
+  before it waits for readability. `__tcp_ack_snd_check` ACKs at once while the
+  unread bytes are below SO_RCVLOWAT, so the sender is no longer clocked by the waits.
+  On the faster instance of this VM where the first run at 5fbb9da measured one
+  stream toward the guest at 3.69 Gbit/s (0.54× redsocks splice; every wait length
+  stalled it: 2 ms longest 5.0, none 7.4 Gbit/s but 0.35 s/GB), paired A/B (6 rounds,
+  4 s iperf3, a fresh agent per round, order rotated): 1 stream down 3.92 -> 7.76
+  Gbit/s (higher in 6 of 6) and 0.114 -> 0.108 s/GB; 4 streams down 10.04 -> 10.21
+  Gbit/s, 0.101 -> 0.094 s/GB; 1 stream up 6.76 -> 6.86 Gbit/s, 0.200 -> 0.159 s/GB.
+  Test: `dataplane_relay`, 512 MiB through 32 ms waits takes < 2.2× the time with no
+  waits (2.7× without SO_RCVLOWAT, 1.7× with). The waits' state lives with the flow's pipe, so connections that never
   turn bulk carry none (in RelayConnection it cost 64 bytes each: relay RSS per idle
   connection 0.362 -> 0.426 KiB at 62bd21f, 0.364 at ac2a4b4).
 - **A coalescing read that took less than half the pipe ends the pump.** The read

@@ -229,22 +229,30 @@ def test_a_bulk_flow_coalesces_reads_only_right_after_a_burst(lab, coalesce_ms):
     assert all(t < 120 for t in rest), line
 
 
-def test_a_fast_bulk_flow_shortens_its_gathering_waits(lab):
-    """dataplane.splice_coalesce_us is the longest a bulk flow waits, not every wait:
-    a flow faster than its receive window can hold over a 32 ms wait would stall on
-    each wait if each lasted that long (512 MiB took 4.5 s so, here); sized from what
-    the previous wait gathered, they shrink to a quarter of it (1.6 s here; 0.7 s
-    with no waits at all)."""
-    ws = lab.add_workspace()
+def test_a_fast_bulk_flow_is_not_held_back_by_its_gathering_waits(lab):
+    """dataplane.splice_coalesce_us is the longest a bulk flow waits, not every wait,
+    and the sender keeps sending while the relay waits. 512 MiB toward the guest,
+    against the same with no waits in the same lab (~0.6 s here): each wait 32 ms
+    long took 4.5 s; sized from what the previous wait gathered, 1.6 s (2.7x), the
+    sender held to one window a wait by ACKs the kernel delayed (the unread bytes
+    would shrink the window it advertises); with SO_RCVLOWAT at the wait's target,
+    below which the kernel ACKs at once, ~1.0 s (1.7x)."""
     dst = lab.internet_v4(10)
     dp.start_bulk_server(lab, dst, PORT)
     dp.start_dante(lab)
-    h = dp.Harness(lab, "--splice-coalesce-us", "32000")
-    h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
-    attach(h, lab, ws)
-    ok, line = dp.guest(lab, ws, "sink", dst, PORT, 512)
-    assert ok, line
-    assert float(line.split()[2]) < 3.0, line
+    took = {}
+    for us in ("0", "32000"):
+        ws = lab.add_workspace()
+        h = dp.Harness(lab, "--splice-coalesce-us", us)
+        h.cmd(f"egress e1 1 0 {lab.socks_v4}:1080")
+        attach(h, lab, ws)
+        runs = []
+        for _ in range(3):
+            ok, line = dp.guest(lab, ws, "sink", dst, PORT, 512)
+            assert ok, line
+            runs.append(float(line.split()[2]))
+        took[us] = sorted(runs)[1]
+    assert took["32000"] < 2.2 * took["0"], took
 
 
 def test_bytes_queued_behind_a_send_are_never_left_corked(through_dante):
