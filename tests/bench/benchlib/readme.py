@@ -133,10 +133,12 @@ DESIGN = """## What these numbers decided (and what was tried)
   most, and the target sits at its line. Three full runs there: 137 against 283 µs
   (0.48×) at 09ec097, 126 against 246 (0.51×) at 6ee276d, 142 against 277 (0.51×) at
   61dcf38, 105 against 230 (0.46×) at 62bd21f, 132 against 222 (0.60×) at ac2a4b4
-  and 140 against 273 (0.51×) in the run above (45c6e0e; none of the last three
-  changed this path, only bulk flows' waits); the five runs of one mode spread wider
-  than the gap to the line (kibotos 122-143 µs, redsocks splice 205-345 above). The
-  target is not met in this run. A profile at 45c6e0e (perf, wrk -c32): 95% of the
+  140 against 273 (0.51×) at 45c6e0e; the five runs of one mode spread wider
+  than the gap to the line (kibotos 122-143 µs, redsocks splice 205-345 at 45c6e0e).
+  Since the SOCKS5 greeting and CONNECT go in one segment to a server that reads them
+  (below), the target is met: 77.5 against 195 µs (0.40×) at 5fbb9da and 87.9 against
+  240 µs (0.37×) in the run above (9c3a3e4; kibotos 71.7-94.1, redsocks copy
+  194-250; both on a faster instance of this VM). A profile at 45c6e0e (perf, wrk -c32): 95% of the
   relay's CPU is kernel; io_uring sends 23% (veth runs the receiver's stack in our
   context), connect to dante 19%, closes 14%, shutdown(2) 10%, receives 8%; user
   space 4.6%. The one saving left was sending the SOCKS5 greeting and CONNECT
@@ -163,14 +165,18 @@ DESIGN = """## What these numbers decided (and what was tried)
   4 streams down 1.02×; all relays are bounded by dante and the shared cores, 6-8
   Gbit/s here; at 6ee276d 0.99× and 0.98×; at ac2a4b4 1 stream was 0.94× up and
   0.97× down, 7.00 and 6.79 Gbit/s against redsocks copy's 7.41 and 7.04, 1.22× and
-  1.06× at 62bd21f, and 1.23× and 1.18× in the run above, 6.59 and 6.95 against
-  redsocks splice's 5.36 and 5.88: see "Each wait is sized" below). Four streams toward
+  1.06× at 62bd21f, 1.23× and 1.18× at 45c6e0e, and 1.05× and 1.23× in the run above,
+  5.73 and 6.81 against redsocks splice's 5.45 and 5.52: see "Each wait is sized" and
+  SO_RCVLOWAT below). Four streams up are 0.98× in the run above (6.79 against 6.94
+  Gbit/s; the five runs spread 6.28-8.08 and 6.52-8.70; 1.06× at 5fbb9da, 1.09× for
+  kibotos with 2 threads in the run above): at parity, inside the noise, and not met
+  in this run. Four streams toward
   the guest cost more per GB than one at 61dcf38 (0.261 s/GB, 0.56× the best peer):
   each flow waited the same 2 ms for a quarter of the bytes. Ending every flow's wait
   on a grid shared by the loop (so the four wake together) did not change it (paired
   A/B, 6 rounds: 0.258 against 0.254 s/GB; one stream 0.198 against 0.204); not
   kept. Sizing each flow's wait from its rate did: 0.185 s/GB (0.47×) at 62bd21f,
-  0.183 (0.41×) at ac2a4b4, 0.209 (0.44×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
+  0.183 (0.41×) at ac2a4b4, 0.209 (0.44×) at 45c6e0e, 0.107 (0.20×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
   kibotos 16%, of which user space is 3.5%; the rest is the TCP and netfilter work of
   the packets it sends and receives (and the receivers' work that veth runs inline).
 - **p99 connect + first byte: at parity, noise-bound.** Latency through any relay here is mostly dante's:
@@ -186,9 +192,10 @@ DESIGN = """## What these numbers decided (and what was tried)
   alternated in one lab after a hold (1,216 against 1,228). Since 61dcf38 latency is a
   pass of its own (see How each figure is taken). Kibotos with 1 thread has had the
   lowest p50 of all relays since (761 µs at 61dcf38, 678 at 62bd21f, 734 at ac2a4b4,
-  763 in the run above; redsocks 780-881); its p99 was 1.09× the best peer at 61dcf38
+  763 at 45c6e0e; redsocks 780-881; 541 in the run above, redsocks 624-671); its p99 was 1.09× the best peer at 61dcf38
   (1,404 against 1,289), 0.85× at 62bd21f (993 against 1,164), 0.90× at ac2a4b4
-  (1,091 against 1,213) and 0.94× in the run above (1,222 against 1,298). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
+  (1,091 against 1,213), 0.94× at 45c6e0e (1,222 against 1,298) and 0.96× in the run
+  above (901 against 941). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
   827-3,986 for redsocks copy across those runs, so the median of 15 moves by a tenth
   or more between runs: the target is met in this run, at parity within that noise.
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
