@@ -94,17 +94,16 @@ SSL_SESSION* TlsClientContext::take_session_ref() {
       sessions_.pop_back();
       continue;
     }
-    SSL_SESSION_up_ref(s);
-    if (SSL_SESSION_get_protocol_version(s) == TLS1_3_VERSION) {
-      last_ticket_ = std::move(sessions_.back());
-      sessions_.pop_back();
+    if (SSL_SESSION_get_protocol_version(s) != TLS1_3_VERSION) {
+      SSL_SESSION_up_ref(s);
+      return s;
     }
-    return s;
+    last_ticket_ = std::move(sessions_.back());
+    sessions_.pop_back();
+    break;
   }
-  if (last_ticket_ && usable(last_ticket_.get())) {
-    SSL_SESSION_up_ref(last_ticket_.get());
-    return last_ticket_.get();
-  }
+  // A copy: the handshake that resumes it spends the copy, not the one kept.
+  if (last_ticket_ && usable(last_ticket_.get())) return SSL_SESSION_dup(last_ticket_.get());
   return nullptr;
 }
 

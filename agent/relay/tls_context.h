@@ -35,12 +35,13 @@ class TlsClientContext {
   // Resumption: the newest resumable, unexpired session handshakes through this
   // context produced (caller must SSL_SESSION_free it), or null. A TLS 1.3 ticket is
   // handed out once while there are others: a ticket is for one connection (RFC 8446
-  // C.4; it would link them), and OpenSSL marks a session spent once a handshake
-  // resumed it, so a dial handed it again after that, before that connection's new
-  // ticket came, made a full handshake (one dial in eight under load). Out of
-  // tickets, dials share the one handed out last until a handshake spends it: a
-  // burst of dials then resumes (servers with reusable tickets take it) instead of
-  // all paying full handshakes. A TLS 1.2 session stays and is reused.
+  // C.4; it would link them). Out of fresh tickets, dials share the one handed out
+  // last, each getting its own copy: OpenSSL marks the session a handshake resumed
+  // spent, so with one shared object a dial that started after the first resumption
+  // of a burst completed, and before its new ticket was read in, paid a full
+  // handshake (timing-dependent: under load, some dials of every burst did). Servers
+  // with reusable tickets take the shared one; others answer with a full handshake,
+  // which is what offering nothing costs. A TLS 1.2 session stays and is reused.
   SSL_SESSION* take_session_ref();
   void remember_session(SSL_SESSION* s);  // takes a reference
 

@@ -370,14 +370,16 @@ DESIGN = """## What these numbers decided (and what was tried)
   stunnel were full handshakes (certificate chain verified and all), 0% at -c1. Each
   revision now keeps up to 64 sessions, hands each TLS 1.3 ticket to one dial (newest
   first), skips spent and expired ones; a burst of dials beyond the tickets in hand
-  shares the one handed out last until a handshake spends it (one ticket per dial
-  alone made two of four dials of a burst after the first dial full handshakes);
+  shares the one handed out last, each dial on its own copy (one ticket per dial
+  alone made two of four dials of a burst after the first dial full handshakes; one
+  shared object made it depend on timing: a dial that started after the first
+  resumption of the burst completed found it spent, as one CI run did under ASan);
   TLS 1.2 sessions are reused as before.
   Paired A/B (one lab, the two behaviours alternated per 5 s wrk run, 8 rounds):
   full handshakes 13% -> 0% after the first 32 dials, relay CPU per connection 547 ->
   483 µs (lower in 7 of 8 rounds), connections/s +4% (tests: the relay unit suite, a
-  dial started between another's resumption and its new ticket resumes, and a burst
-  of four on two tickets all resume; `dataplane_tls`, the same burst through
+  dial started after the last ticket's resumptions completed, before a new ticket
+  came, resumes, and a burst of four on two tickets all resume; `dataplane_tls`, the same burst through
   stunnel). What a resumed
   TLS 1.3 handshake still costs is mostly the X25519 key share (forward secrecy:
   `psk_dhe_ke`) and OpenSSL 3.0's per-handshake algorithm fetches.

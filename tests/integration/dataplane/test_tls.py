@@ -87,9 +87,9 @@ def handshakes(tmp):
 def test_tls_a_burst_of_dials_resumes_on_the_tickets_the_first_dial_brought(env):
     """Through stunnel, end to end (its info-level log counts the handshakes): the
     first dial of a revision makes a full handshake and brings two tickets; a burst
-    of four dials started together then all resume: two on a ticket each, two
-    sharing the one handed out last (stunnel's tickets are reusable), rather than
-    two resumptions and two full handshakes."""
+    of four dials then all resume: two on a ticket each, two on copies of the one
+    handed out last (stunnel's tickets are reusable), however the dials interleave
+    with the first resumptions completing (each resumption spends only its copy)."""
     lab, ws, h, dst, tmp, ca_pem = env
     h.cmd(f"egress e1 1 0 {lab.socks_v4}:1443 tls sni=socks.test ca={ca_pem}")
     attach(h, lab, ws)
