@@ -270,11 +270,14 @@ class Bench:
         for v in p["variants"]:
             self.check_time()
             streams, direction = v.split("_")
-            r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids)
+            egress_side = (lambda: self.lab.ns_pids(self.lab.socks)) if pids else None
+            r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids,
+                              egress_side)
             self.raw.setdefault(f"iperf_{v}", []).append(r)
             self.add(f"tput_{v}", r["gbps"])
             if pids:
                 self.add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
+                self.add(f"cpu_gb_socks_{v}", r["cpu_s_per_gb"] + r["server_cpu_s_per_gb"])
 
     def measure_connections(self, pids):
         p = self.p

@@ -13,34 +13,55 @@ def _cpu(pids):
     return peers.cpu_seconds_of(pids) if pids else 0.0
 
 
-def iperf(lab, streams, reverse, seconds, relay_pids, tries=2):
+def iperf(lab, streams, reverse, seconds, relay_pids, server_pids=None, tries=2):
     """One iperf3 run; a failed run (the server still busy with a dead client) is retried
-    once after a short pause."""
+    once after a short pause. server_pids: a function giving the Egress side's processes
+    (their CPU per GB is reported too: on one host, part of the relay's TCP sending runs
+    in their context, see docs/bench)."""
     for attempt in range(tries):
         try:
-            return _iperf_once(lab, streams, reverse, seconds, relay_pids)
+            return _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids)
         except RuntimeError:
             if attempt == tries - 1:
                 raise
             time.sleep(2)
 
 
-def _iperf_once(lab, streams, reverse, seconds, relay_pids):
+def _cpu_by_pid(pids):
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = peers.cpu_seconds(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids):
     argv = ["iperf3", "-c", L.INET_IP, "-p", str(peers.IPERF_PORT), "-t", str(seconds),
             "-P", str(streams), "-J", "--connect-timeout", "3000"]
     if reverse:
         argv.append("-R")
     c0 = _cpu(relay_pids)
+    s0 = _cpu_by_pid(server_pids()) if server_pids else {}
     r = lab.run(lab.guest, argv, timeout=seconds + 20)
     cpu = _cpu(relay_pids) - c0
+    # A process that started meanwhile counts whole; one that ended is lost (rare: the
+    # servers' processes outlive a run).
+    s1 = _cpu_by_pid(server_pids()) if server_pids else {}
+    server_cpu = sum(v - s0.get(pid, 0.0) for pid, v in s1.items())
     try:
         j = json.loads(r.stdout)
         recv = j["end"]["sum_received"]
     except (ValueError, KeyError) as e:
         raise RuntimeError(f"iperf3 failed: {r.stdout[-300:]} {r.stderr[-300:]}") from e
     gb = recv["bytes"] / 1e9
+
+    def per_gb(seconds):
+        return seconds / gb if gb > 0 else None
     return {"gbps": recv["bits_per_second"] / 1e9, "bytes": recv["bytes"], "cpu_s": cpu,
-            "cpu_s_per_gb": cpu / gb if gb > 0 else None}
+            "cpu_s_per_gb": per_gb(cpu), "server_cpu_s": server_cpu if server_pids else None,
+            "server_cpu_s_per_gb": per_gb(server_cpu) if server_pids else None}
 
 
 def wrk(lab, seconds, conns, relay_pids):

@@ -47,6 +47,12 @@ def test_routed_path_and_redsocks_are_measured(smoke):
     for name in ("redsocks-copy", "redsocks-splice"):
         assert modes[name]["metrics"]["cpu_gb_1_up"]["median"] >= 0
         assert modes[name]["metrics"]["fd_leak"]["max"] == 0
+        # dante copies every byte in user space: the Egress side's CPU is on top
+        for run in modes[name]["raw"]["iperf_1_up"]:
+            assert run["server_cpu_s"] > 0, run
+        assert (modes[name]["metrics"]["cpu_gb_socks_1_up"]["median"]
+                > modes[name]["metrics"]["cpu_gb_1_up"]["median"])
+    assert "cpu_gb_socks_1_up" not in modes["routed"]["metrics"]
 
 
 def test_every_kibotos_mode_is_measured_or_says_why(smoke):
