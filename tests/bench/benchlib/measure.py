@@ -31,7 +31,7 @@ def _cpu_by_pid(pids):
     out = {}
     for pid in pids:
         try:
-            out[pid] = peers.cpu_seconds(pid)
+            out[pid] = peers.cpu_seconds(pid, reaped_children=True)
         except (FileNotFoundError, ProcessLookupError):
             pass
     return out
@@ -46,8 +46,8 @@ def _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids):
     s0 = _cpu_by_pid(server_pids()) if server_pids else {}
     r = lab.run(lab.guest, argv, timeout=seconds + 20)
     cpu = _cpu(relay_pids) - c0
-    # A process that started meanwhile counts whole; one that ended is lost (rare: the
-    # servers' processes outlive a run).
+    # A process that started meanwhile counts whole; one that ended counts in its
+    # parent's reaped-children time (dante's helper processes end when idle).
     s1 = _cpu_by_pid(server_pids()) if server_pids else {}
     server_cpu = sum(v - s0.get(pid, 0.0) for pid, v in s1.items())
     try:

@@ -19,11 +19,16 @@ TLS_NAME = "socks.lab"
 
 
 # -- process readings ------------------------------------------------------------
-def cpu_seconds(pid):
-    """utime+stime of the whole process (the leader's stat sums all its threads)."""
+def cpu_seconds(pid, reaped_children=False):
+    """utime+stime of the whole process (the leader's stat sums all its threads);
+    reaped_children: plus cutime+cstime, what its children that ended and were waited
+    for used (a server's helper process that ends mid-run is counted there)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds_of(pids):

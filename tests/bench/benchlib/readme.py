@@ -37,6 +37,9 @@ only inside them; all of it is removed at the end, even on failure. Only traffic
   iperf3 run, divided by the GB (10^9 bytes) received. The process's stat sums all its
   threads, io_uring's worker threads (iou-wrk, iou-sqp) included. Kernel work done in softirq context on behalf of the relay's sockets is
   charged to whatever runs at the time, so it is only partly counted (same for all relays).
+- **Relay + Egress side CPU per GB**: the same, plus utime+stime of every process in the
+  SOCKS server's namespace (dante's processes; stunnel for TLS) across the run. On one
+  host the two share work: see "Who pays for the relay's sending".
 - **New connections/s and CPU per 1,000 connections**: `wrk -t1 -c C -d N -H 'Connection:
   close'` against `bench_server` in inet (one request per connection); relay CPU across
   the run divided by the connections completed.
@@ -179,6 +182,37 @@ DESIGN = """## What these numbers decided (and what was tried)
   0.183 (0.41×) at ac2a4b4, 0.209 (0.44×) at 45c6e0e, 0.107 (0.20×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
   kibotos 16%, of which user space is 3.5%; the rest is the TCP and netfilter work of
   the packets it sends and receives (and the receivers' work that veth runs inline).
+- **Who pays for the relay's sending: four streams up are bounded by dante.**
+  Sampled per process in the middle of 6 s iperf3 runs (this VM, 2 rounds), four
+  streams up put dante's one I/O process at 0.95-0.98 of a core behind kibotos and at
+  0.68-0.78 behind redsocks splice (1 stream: 0.84-0.86 against 0.63-0.68): dante
+  spends more per byte behind kibotos (~1.0 against ~0.78 s/GB), and at a whole core
+  it is what bounds the stream. The cause is where TCP sending runs on one host. A
+  kibotos bulk flow splices up to ~2 MiB a wake-up into its socket toward dante; most
+  of it waits there for the window, and goes out when dante's window updates come,
+  which veth delivers inline in dante's recvmsg: our socket's transmit, and dante's
+  socket's receive of it, are charged to dante. Paired A/B (5 rounds, fresh agent per
+  variant, order rotated), TCP_NOTSENT_LOWAT on the flow's destination: at 64 or
+  256 KiB, ~0.3 s/GB moved from dante to the relay (dante 1.005 -> 0.625-0.646,
+  relay 0.161 -> 0.443-0.449 s/GB; redsocks splice 0.778 and 0.562), four streams up
+  7.78 -> 8.23-8.28 Gbit/s (redsocks splice 7.27), relay + dante 1.17 -> 1.07-1.09
+  s/GB (redsocks 1.34); at 1 MiB nothing changed. Not kept: the relay's CPU per GB
+  would be 0.8× redsocks', over the 0.5× target, to relieve a SOCKS server that on a
+  real network sits on another host (the window updates then arrive from the NIC and
+  that sending runs in softirq, in no SOCKS server's time). Coalescing shorter or not
+  at all did not lift four streams up either (paired, 6 rounds: 8 ms 6.82, 2 ms 6.59,
+  off 6.71 Gbit/s; redsocks splice 5.95). The harness reports relay + Egress side CPU
+  per GB since (from the next full run; the run above predates it), so that this
+  accounting shows. In one smoke run (`--smoke`): relay + dante 1.43 against
+  redsocks splice's 1.74 s/GB one stream up, 1.21 against 1.58 four streams down.
+  A full run at db5fa6a is not published: its Egress side figure lost the time of
+  dante's helper processes that ended mid-run (counted since from their parent's
+  reaped-children time). Its other figures, on a slower hour of this VM (every
+  relay's p99 3× the run above's): throughput 1 up 0.90×, 4 up 1.07× (2 threads: 0.93×
+  and 0.88× up), 1 down 1.16×,
+  4 down 1.17×; relay CPU per GB 0.23-0.29×; per connection 0.43×; connections/s
+  1.24×; p99 1.19× (3,315 against 2,783 µs; the runs spread 1,206-24,232 and
+  968-8,409); RSS per idle connection 0.30×; 10,000 idle connections, 0 errors.
 - **p99 connect + first byte: at parity, noise-bound.** Latency through any relay here is mostly dante's:
   routed 100 µs at p50, through a relay 760-880. The relays' own share is small and
   alike, so the ratio is noise-bound: on the quiet machine (`--families lat`, 5 runs,

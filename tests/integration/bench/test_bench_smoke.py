@@ -47,12 +47,20 @@ def test_routed_path_and_redsocks_are_measured(smoke):
     for name in ("redsocks-copy", "redsocks-splice"):
         assert modes[name]["metrics"]["cpu_gb_1_up"]["median"] >= 0
         assert modes[name]["metrics"]["fd_leak"]["max"] == 0
-        # dante copies every byte in user space: the Egress side's CPU is on top
-        for run in modes[name]["raw"]["iperf_1_up"]:
-            assert run["server_cpu_s"] > 0, run
-        assert (modes[name]["metrics"]["cpu_gb_socks_1_up"]["median"]
-                > modes[name]["metrics"]["cpu_gb_1_up"]["median"])
     assert "cpu_gb_socks_1_up" not in modes["routed"]["metrics"]
+
+
+def test_the_egress_sides_cpu_is_counted_on_top_of_the_relays(smoke):
+    """dante copies every byte through user space (~0.6-1.3 s/GB here): a figure far
+    below that lost its processes' time (a helper that ended mid-run)."""
+    modes = smoke["results"]["modes"]
+    for name in ("redsocks-splice", "kibotos-1t"):
+        m = modes[name]
+        if not m["available"]:
+            continue
+        for run in m["raw"]["iperf_1_up"]:
+            assert run["server_cpu_s_per_gb"] > 0.1, (name, run)
+        assert m["metrics"]["cpu_gb_socks_1_up"]["median"] > m["metrics"]["cpu_gb_1_up"]["median"]
 
 
 def test_every_kibotos_mode_is_measured_or_says_why(smoke):
