@@ -33,8 +33,9 @@ constexpr uint64_t gather_target(uint64_t rcvbuf) {
 
 // prev_us: the wait that just ended (0: the flow last waited for readability, not
 // for a period); gathered: the bytes moved since it ended; rcvbuf: the source's
-// receive buffer (0: unknown), for gather_target. Between max_us / 4 (what a fast flow waits: shorter
-// waits cost more wake-ups per byte) and max_us; the first wait of a burst is max_us.
+// receive buffer (0: unknown), for gather_target. Between max_us / 4 (what a fast
+// flow waits: shorter waits cost more wake-ups per byte) and max_us; the first wait
+// of a burst is max_us.
 constexpr uint32_t next_gather_us(uint32_t prev_us, uint64_t gathered, uint32_t max_us, uint64_t rcvbuf) {
   if (prev_us == 0 || gathered == 0) return max_us;
   const uint64_t next = uint64_t{prev_us} * gather_target(rcvbuf) / gathered;

@@ -277,7 +277,8 @@ class Bench:
             self.add(f"tput_{v}", r["gbps"])
             if pids:
                 self.add(f"cpu_gb_{v}", r["cpu_s_per_gb"])
-                self.add(f"cpu_gb_socks_{v}", r["cpu_s_per_gb"] + r["server_cpu_s_per_gb"])
+                if r["cpu_s_per_gb"] is not None:  # None: nothing received
+                    self.add(f"cpu_gb_socks_{v}", r["cpu_s_per_gb"] + r["server_cpu_s_per_gb"])
 
     def measure_connections(self, pids):
         p = self.p

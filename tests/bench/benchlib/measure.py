@@ -27,28 +27,18 @@ def iperf(lab, streams, reverse, seconds, relay_pids, server_pids=None, tries=2)
             time.sleep(2)
 
 
-def _cpu_by_pid(pids):
-    out = {}
-    for pid in pids:
-        try:
-            out[pid] = peers.cpu_seconds(pid, reaped_children=True)
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return out
-
-
 def _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids):
     argv = ["iperf3", "-c", L.INET_IP, "-p", str(peers.IPERF_PORT), "-t", str(seconds),
             "-P", str(streams), "-J", "--connect-timeout", "3000"]
     if reverse:
         argv.append("-R")
     c0 = _cpu(relay_pids)
-    s0 = _cpu_by_pid(server_pids()) if server_pids else {}
+    s0 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
     r = lab.run(lab.guest, argv, timeout=seconds + 20)
     cpu = _cpu(relay_pids) - c0
     # A process that started meanwhile counts whole; one that ended counts in its
     # parent's reaped-children time (dante's helper processes end when idle).
-    s1 = _cpu_by_pid(server_pids()) if server_pids else {}
+    s1 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
     server_cpu = sum(v - s0.get(pid, 0.0) for pid, v in s1.items())
     try:
         j = json.loads(r.stdout)

@@ -31,14 +31,19 @@ def cpu_seconds(pid, reaped_children=False):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds_of(pids):
-    total = 0.0
+def cpu_seconds_by_pid(pids, reaped_children=False):
+    """cpu_seconds of each of pids still alive."""
+    out = {}
     for pid in pids:
         try:
-            total += cpu_seconds(pid)
+            out[pid] = cpu_seconds(pid, reaped_children)
         except (FileNotFoundError, ProcessLookupError):
             pass
-    return total
+    return out
+
+
+def cpu_seconds_of(pids):
+    return sum(cpu_seconds_by_pid(pids).values())
 
 
 def proc_status(pid):
