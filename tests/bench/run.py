@@ -233,6 +233,7 @@ class Bench:
             entry["hold_n"] = n
             self.measure_memory(relay_pid, n, warm_up=True)
         if "tput" in fams:
+            self.settle_for_throughput()
             self.measure_throughput(pids)
         if "conns" in fams:
             self.measure_connections(pids)
@@ -264,6 +265,17 @@ class Bench:
         if relay_pid:
             for k in ("rss_idle_kib", "rss_kib_per_conn", "fd_leak"):
                 self.add(k, r[k])
+
+    def settle_for_throughput(self):
+        """Every mode's throughput starts from the same SOCKS server state: restarted, then
+        the machine idle. The hold before it leaves dante with the helpers it forked for the
+        mode's own count of idle connections (redsocks splice holds a third of the others'),
+        and their exits ran into the iperf3 runs."""
+        self.check_time()
+        self.restart_socks_server()
+        waited, busy = measure.wait_idle(self.p["idle_busy"], self.p["idle_seconds"])
+        self.raw.setdefault("tput_settle", []).append(
+            {"idle_wait_s": round(waited, 1), "busy_before": busy and round(busy, 3)})
 
     def measure_throughput(self, pids):
         p = self.p

@@ -39,7 +39,7 @@ def _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids):
     # A process that started meanwhile counts whole; one that ended counts in its
     # parent's reaped-children time (dante's helper processes end when idle).
     s1 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
-    server_cpu = sum(v - s0.get(pid, 0.0) for pid, v in s1.items())
+    server_cpu = peers.cpu_seconds_used(s0, s1)
     try:
         j = json.loads(r.stdout)
         recv = j["end"]["sum_received"]

@@ -42,6 +42,16 @@ def cpu_seconds_by_pid(pids, reaped_children=False):
     return out
 
 
+def cpu_seconds_used(before, after):
+    """CPU seconds a set of processes used between two cpu_seconds_by_pid(...,
+    reaped_children=True) samples. One that ended in between shows up in its parent's
+    reaped-children time with its whole life's CPU, so what it had used by the first
+    sample is taken off again (its parent is assumed to be in the set, as dante's
+    helpers' is)."""
+    return (sum(v - before.get(pid, 0.0) for pid, v in after.items())
+            - sum(v for pid, v in before.items() if pid not in after))
+
+
 def cpu_seconds_of(pids):
     return sum(cpu_seconds_by_pid(pids).values())
 

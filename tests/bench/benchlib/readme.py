@@ -32,14 +32,21 @@ only inside them; all of it is removed at the end, even on failure. Only traffic
 10.231.4.2 (and DNS) is diverted to a relay; everything else is routed.
 
 ## How each figure is taken
-- **Throughput**: `iperf3 -t N [-P 4] [-R]` from guest to inet; receiver's figure.
+- **Throughput**: `iperf3 -t N [-P 4] [-R]` from guest to inet; receiver's figure. Each
+  mode's four iperf3 runs start against a freshly restarted SOCKS server, once the
+  machine is idle (CPUs less than 25% busy over 1 s, at most 20 s). They follow the
+  mode's holds, and until 65b5f1a they met the exits of the dante helpers forked for
+  that mode's own count of idle connections (redsocks splice holds 3,332, the others
+  9,500-10,000).
 - **Relay CPU per GB**: utime+stime of the relay process from `/proc/PID/stat` across the
   iperf3 run, divided by the GB (10^9 bytes) received. The process's stat sums all its
   threads, io_uring's worker threads (iou-wrk, iou-sqp) included. Kernel work done in softirq context on behalf of the relay's sockets is
   charged to whatever runs at the time, so it is only partly counted (same for all relays).
 - **Relay + Egress side CPU per GB**: the same, plus utime+stime of every process in the
-  SOCKS server's namespace (dante's processes; stunnel for TLS) across the run. On one
-  host the two share work: see "Who pays for the relay's sending".
+  SOCKS server's namespace (dante's processes; stunnel for TLS) across the run. A
+  helper that ends during the run is counted from its parent's reaped-children time,
+  less what it had used before the run (at 65b5f1a that part was counted too, up to
+  4 s/GB). On one host the two share work: see "Who pays for the relay's sending".
 - **New connections/s and CPU per 1,000 connections**: `wrk -t1 -c C -d N -H 'Connection:
   close'` against `bench_server` in inet (one request per connection); relay CPU across
   the run divided by the connections completed.
