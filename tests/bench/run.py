@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """kibotos-agent data-plane benchmarks, in one run, on the DESIGN.md lab topology.
 
-    sudo tests/bench/run.py --full     # ~36 min here; writes docs/bench/
+    sudo tests/bench/run.py --full     # ~37 min here; writes docs/bench/
     sudo tests/bench/run.py --smoke    # seconds; writes to a temp dir (or --out)
 
 Measures, side by side: the routed path (no proxy), redsocks (REDIRECT; copy and splice

@@ -8,7 +8,7 @@ HOW = """\
 
 ```sh
 sudo packaging/install-deps.sh && meson setup build && ninja -C build
-sudo tests/bench/run.py --full      # ~36 minutes; rewrites docs/bench/
+sudo tests/bench/run.py --full      # ~37 minutes; rewrites docs/bench/
 sudo tests/bench/run.py --smoke     # seconds; writes to a temp dir (CI runs this)
 ```
 The agent measured is `build/agent/kibotos-agent` (the project's default buildtype is
@@ -35,7 +35,7 @@ only inside them; all of it is removed at the end, even on failure. Only traffic
 - **Throughput**: `iperf3 -t N [-P 4] [-R]` from guest to inet; receiver's figure. Each
   mode's four iperf3 runs start against a freshly restarted SOCKS server, once the
   machine is idle (CPUs less than 25% busy over 1 s, at most 20 s). They follow the
-  mode's holds, and until 65b5f1a they met the exits of the dante helpers forked for
+  mode's holds, and up to 65b5f1a they met the exits of the dante helpers forked for
   that mode's own count of idle connections (redsocks splice holds 3,332, the others
   9,500-10,000).
 - **Relay CPU per GB**: utime+stime of the relay process from `/proc/PID/stat` across the
@@ -147,8 +147,9 @@ DESIGN = """## What these numbers decided (and what was tried)
   than the gap to the line (kibotos 122-143 µs, redsocks splice 205-345 at 45c6e0e).
   Since the SOCKS5 greeting and CONNECT go in one segment to a server that reads them
   (below), the target is met: 77.5 against 195 µs (0.40×) at 5fbb9da, 87.9 against
-  240 µs (0.37×) at 9c3a3e4 (both on a faster instance of this VM) and 91.8 against
-  234 µs (0.39×) in the run above (kibotos 82.2-96.5, redsocks copy 208-258). A profile at 45c6e0e (perf, wrk -c32): 95% of the
+  240 µs (0.37×) at 9c3a3e4 (both on a faster instance of this VM), 91.8 against
+  234 µs (0.39×) at 65b5f1a and 79.2 against 259 µs (0.31×) in the run above
+  (kibotos 73.7-99.3, redsocks copy 214-265). A profile at 45c6e0e (perf, wrk -c32): 95% of the
   relay's CPU is kernel; io_uring sends 23% (veth runs the receiver's stack in our
   context), connect to dante 19%, closes 14%, shutdown(2) 10%, receives 8%; user
   space 4.6%. The one saving left was sending the SOCKS5 greeting and CONNECT
@@ -175,18 +176,21 @@ DESIGN = """## What these numbers decided (and what was tried)
   4 streams down 1.02×; all relays are bounded by dante and the shared cores, 6-8
   Gbit/s here; at 6ee276d 0.99× and 0.98×; at ac2a4b4 1 stream was 0.94× up and
   0.97× down, 7.00 and 6.79 Gbit/s against redsocks copy's 7.41 and 7.04, 1.22× and
-  1.06× at 62bd21f, 1.23× and 1.18× at 45c6e0e, 1.05× and 1.23× at 9c3a3e4, and
-  0.98× and 1.11× in the run above, 5.53 and 6.53 against redsocks splice's 5.63 and
-  5.87: see "Each wait is sized" and SO_RCVLOWAT below). Four streams up are 0.87× in
-  the run above (6.48 against 7.46 Gbit/s; the five runs spread 6.27-7.24 and
-  6.12-7.65; 0.92× with 2 threads), 0.98× at 9c3a3e4, 1.06× at 5fbb9da: not met,
-  and bounded by dante (see "Who pays for the relay's sending"). Four streams toward
+  1.06× at 62bd21f, 1.23× and 1.18× at 45c6e0e, 1.05× and 1.23× at 9c3a3e4, 0.98×
+  and 1.11× at 65b5f1a, and 1.09× and 1.11× in the run above, 6.37 and 7.08 against
+  redsocks splice's 5.83 and 6.38: see "Each wait is sized" and SO_RCVLOWAT below).
+  Four streams up are at parity: 1.01× in the run above (7.41 against 7.32 Gbit/s;
+  the five runs spread 6.26-7.81 and 6.48-8.36; run by run 0.88-1.14×, median 0.97×;
+  0.98× with 2 threads), 0.87× at 65b5f1a (its throughput met the exits of dante's
+  helpers from the holds before it; see How each figure is taken), 0.98× at 9c3a3e4,
+  1.06× at 5fbb9da. dante bounds it on this lab (see "Who pays for the relay's
+  sending"). Four streams toward
   the guest cost more per GB than one at 61dcf38 (0.261 s/GB, 0.56× the best peer):
   each flow waited the same 2 ms for a quarter of the bytes. Ending every flow's wait
   on a grid shared by the loop (so the four wake together) did not change it (paired
   A/B, 6 rounds: 0.258 against 0.254 s/GB; one stream 0.198 against 0.204); not
   kept. Sizing each flow's wait from its rate did: 0.185 s/GB (0.47×) at 62bd21f,
-  0.183 (0.41×) at ac2a4b4, 0.209 (0.44×) at 45c6e0e, 0.107 (0.20×) at 9c3a3e4, 0.119 (0.24×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
+  0.183 (0.41×) at ac2a4b4, 0.209 (0.44×) at 45c6e0e, 0.107 (0.20×) at 9c3a3e4, 0.119 (0.24×) at 65b5f1a, 0.108 (0.22×) in the run above. A wrk profile on this VM: dante takes 62% of the machine's CPU,
   kibotos 16%, of which user space is 3.5%; the rest is the TCP and netfilter work of
   the packets it sends and receives (and the receivers' work that veth runs inline).
 - **Who pays for the relay's sending: four streams up are bounded by dante.**
@@ -210,10 +214,12 @@ DESIGN = """## What these numbers decided (and what was tried)
   at all did not lift four streams up either (paired, 6 rounds: 8 ms 6.82, 2 ms 6.59,
   off 6.71 Gbit/s; redsocks splice 5.95). The harness reports relay + Egress side CPU
   per GB since, so that this accounting shows. In the run above kibotos (1 thread)
-  still costs the two together less per byte than redsocks splice does: 1.49 against
-  2.26 s/GB one stream up (0.66×), 1.40 against 3.55 four streams up (0.39×), 1.20
-  against 3.30 and 1.16 against 3.45 down; dante's share moves with its helper
-  processes, so these spread widely (redsocks splice 1.75-4.77 s/GB four streams up).
+  costs the two together less per byte than redsocks splice does: 1.32 against 1.62
+  s/GB one stream up (0.81×), 1.20 against 1.41 four streams up (0.85×), 1.04 against
+  1.55 and 0.97 against 1.48 down (0.67×, 0.66×); dante's own part, up, is 0.93-1.28
+  s/GB behind kibotos and 0.60-1.03 behind redsocks splice. (At 65b5f1a this figure
+  also counted what dante's helpers that ended during a run had used before it, up
+  to 4 s/GB; see How each figure is taken.)
   A full run at db5fa6a is not published: its Egress side figure lost the time of
   dante's helper processes that ended mid-run (counted since from their parent's
   reaped-children time). Its other figures, on a slower hour of this VM (every
@@ -235,16 +241,17 @@ DESIGN = """## What these numbers decided (and what was tried)
   alternated in one lab after a hold (1,216 against 1,228). Since 61dcf38 latency is a
   pass of its own (see How each figure is taken). Kibotos with 1 thread has had the
   lowest p50 of all relays since (761 µs at 61dcf38, 678 at 62bd21f, 734 at ac2a4b4,
-  763 at 45c6e0e; redsocks 780-881; 541 at 9c3a3e4, redsocks 624-671; 653 in the run
-  above, redsocks 685-691); its p99 was 1.09× the best peer at 61dcf38
+  763 at 45c6e0e; redsocks 780-881; 541 at 9c3a3e4, redsocks 624-671; 653 at
+  65b5f1a, redsocks 685-691; 586 in the run above, redsocks 689-763); its p99 was
+  1.09× the best peer at 61dcf38
   (1,404 against 1,289), 0.85× at 62bd21f (993 against 1,164), 0.90× at ac2a4b4
   (1,091 against 1,213), 0.94× at 45c6e0e (1,222 against 1,298), 0.96× at 9c3a3e4
-  (901 against 941) and 1.03× in the run above (1,155 against 1,124; with 2 threads
-  1,111, 0.99×). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
+  (901 against 941), 1.03× at 65b5f1a (1,155 against 1,124) and 0.82× in the run
+  above (1,118 against 1,366; with 2 threads 1,056). The p99 of one series of 1,000 spreads 773-4,268 µs for kibotos and
   827-3,986 for redsocks copy across those runs, so the median of 15 moves by a tenth
-  or more between runs: at parity within that noise; met in four of the six runs
-  listed here, missed at 61dcf38 and in the run above (by 9% and 3%; 1.19× in the
-  unpublished run at db5fa6a).
+  or more between runs: at parity within that noise; met in five of the seven runs
+  listed here, missed at 61dcf38 and 65b5f1a (by 9% and 3%; 1.19× in the unpublished
+  run at db5fa6a).
 - **A reply and its FIN leave as one segment; no Nagle toward the guest.** When a
   recv's completion says the source has more queued (`IORING_CQE_F_SOCK_NONEMPTY`:
   bytes, or the FIN already received), the relay sends what it got with `MSG_MORE`;
