@@ -36,8 +36,6 @@ def _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids):
     s0 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
     r = lab.run(lab.guest, argv, timeout=seconds + 20)
     cpu = _cpu(relay_pids) - c0
-    # A process that started meanwhile counts whole; one that ended counts in its
-    # parent's reaped-children time (dante's helper processes end when idle).
     s1 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
     server_cpu = peers.cpu_seconds_used(s0, s1)
     try:

@@ -7,10 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from kibotos_agent import SOURCE_ROOT  # tests/integration is on sys.path (conftest)
 
-SOURCE_ROOT = os.environ.get(
-    "KIBOTOS_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))))
 RUN = os.path.join(SOURCE_ROOT, "tests", "bench", "run.py")
 
 
