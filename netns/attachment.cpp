@@ -36,6 +36,18 @@ Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
 
 RoutingParams Attachment::routing() const { return routing_of(params_); }
 
+Status Attachment::install_routing() {
+  RoutingInstall installed = install_policy_routing(ns_.fd(), routing());
+  routing_state_ = installed.state;
+  family_error_ = installed.status.ok() ? std::string() : installed.status.error().message;
+  return installed.status;
+}
+
+Families Attachment::enforced_families() const {
+  const Families& routed = routing_state_.enforced;
+  return Families{routed.ipv4 && listening_.ipv4, routed.ipv6 && listening_.ipv6};
+}
+
 Status Attachment::apply_table() {
   auto listing = apply_nft_and_list(ns_.fd(), build_ruleset(RulesetParams{params_.policy, ports_, params_.mark}),
                                     kListTable);
@@ -52,9 +64,14 @@ Result<Attachment> Attachment::prepare(const std::string& path, const AttachPara
 
 Result<Attachment> Attachment::prepare(NamespaceHandle ns, const AttachParams& params) {
   Attachment a(std::move(ns), params);
-  // Ports are 0 here: the table drops covered traffic until the listeners exist.
-  KIB_TRY(a.apply_table());
-  KIB_TRY(install_policy_routing(a.ns_.fd(), a.routing()));
+  // Ports are 0 here: the table drops covered traffic until the listeners exist. Not
+  // listed afterwards: open() writes the table again right after, and check()
+  // compares with that write's listing.
+  KIB_TRY(apply_nft(a.ns_.fd(), build_ruleset(RulesetParams{a.params_.policy, a.ports_, a.params_.mark})));
+  // A live family that cannot be enforced does not hold up the others: its covered
+  // traffic stays dropped by the table, and family_error() says why.
+  Status routed = a.install_routing();
+  if (!routed.ok() && a.routing_state_.enforced == Families{}) return std::move(routed).error();
   return a;
 }
 
@@ -63,6 +80,7 @@ Status Attachment::open() {
   if (!listeners.ok()) return std::move(listeners).error();
   listeners_ = std::move(*listeners);
   ports_ = TproxyPorts{listeners_.tcp.port, listeners_.dns_udp.port, listeners_.dns_tcp.port};
+  listening_ = Families{!listeners_.tcp.v4.empty(), !listeners_.tcp.v6.empty()};
   return apply_table();
 }
 
@@ -121,11 +139,11 @@ Status Attachment::check() const {
   return check_routing();
 }
 
-Status Attachment::check_routing() const { return check_policy_routing(ns_.fd(), routing()); }
+Status Attachment::check_routing() const { return check_policy_routing(ns_.fd(), routing(), routing_state_); }
 
 Status Attachment::reinstall() {
   KIB_TRY(apply_table());
-  return install_policy_routing(ns_.fd(), routing());
+  return install_routing();
 }
 
 Listeners Attachment::take_listeners() {

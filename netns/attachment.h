@@ -79,11 +79,23 @@ class Attachment {
   // was removed behind the agent's back). update() with the same policy reinstalls
   // the table.
   Status check() const;
-  // check() without the table: the policy routing only.
+  // check() without the table: the policy routing only, and the address families:
+  // failed_precondition too when a family became live in the namespace since the
+  // last install (IPv6 turned on), stopped being live, or failed to install before,
+  // so that reinstall() brings what is enforced in line (policy_routing.h).
   Status check_routing() const;
   // Puts back what check() found missing: the table (as the current policy says, in
-  // one transaction) and the policy routing; both idempotent.
+  // one transaction) and the policy routing of every live family; both idempotent.
+  // An error when a live family cannot be enforced (the others are).
   Status reinstall();
+
+  // The address families the agent enforces in the namespace: the table, the
+  // routing and the listeners are in place for them. A family not live there is not
+  // enforced (there is no traffic of it); a live one that is not enforced has its
+  // covered traffic dropped by the table, and family_error() says why.
+  Families enforced_families() const;
+  // Why a live family is not enforced, or empty.
+  const std::string& family_error() const { return family_error_; }
 
   // Moves the listener fds to the caller (the data plane); ports() stays valid.
   Listeners take_listeners();
@@ -96,6 +108,9 @@ class Attachment {
   Attachment(NamespaceHandle ns, AttachParams params) : ns_(std::move(ns)), params_(std::move(params)) {}
   Status apply_table();
   RoutingParams routing() const;
+  // Installs the policy routing and records what it left; the error of a live
+  // family that could not be enforced.
+  Status install_routing();
 
   NamespaceHandle ns_;
   AttachParams params_;
@@ -105,6 +120,9 @@ class Attachment {
   // nullopt when another transaction interleaved (the content is then unknown, and
   // check() reports it so that a repair writes the table again).
   std::optional<std::string> table_listing_;
+  RoutingState routing_state_;  // what the last install_routing left
+  std::string family_error_;    // its error, when a live family is not enforced
+  Families listening_;          // families the listeners were opened for
 };
 
 }  // namespace kib::netns

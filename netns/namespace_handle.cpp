@@ -17,8 +17,10 @@ Result<NamespaceHandle> NamespaceHandle::open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     int err = errno;
-    return errno_error("open namespace " + path, err,
-                       err == ENOENT ? Code::failed_precondition : Code::invalid_argument);
+    const Code code = err == ENOENT            ? Code::failed_precondition
+                      : out_of_resources(err) ? Code::resource_exhausted
+                                              : Code::invalid_argument;
+    return errno_error("open namespace " + path, err, code);
   }
   int type = ::ioctl(fd.get(), NS_GET_NSTYPE);
   if (type < 0) return errno_error(path + " is not a namespace", errno, Code::invalid_argument);

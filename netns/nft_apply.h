@@ -1,6 +1,7 @@
 #pragma once
-// Runs an nft command buffer with libnftables inside a namespace. nft applies one
-// buffer as one transaction: all of it or nothing.
+// Runs an nft command buffer with libnftables inside a namespace, through the
+// agent's nftables helper process (nft_helper.h: libnftables must not run in the
+// agent). nft applies one buffer as one transaction: all of it or nothing.
 #include <optional>
 #include <string>
 
@@ -8,8 +9,8 @@
 
 namespace kib::netns {
 
-// libnftables talks netlink in its caller's namespace, so the context is created and
-// used on a thread that setns()'d into `ns_fd`. The error carries nft's message.
+// The helper moves into `ns_fd`'s namespace for the call. The error carries nft's
+// message, or resource_exhausted when no helper could be started (out of fds).
 Status apply_nft(int ns_fd, const std::string& buffer);
 
 // Same, returning nft's output (e.g. "list table inet kibotos").

@@ -2,15 +2,24 @@
 
 #include <linux/fib_rules.h>
 #include <linux/rtnetlink.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
 #include <netlink/route/route.h>
 #include <netlink/route/rule.h>
 
-#include <memory>
-#include <string>
+#include <unistd.h>
 
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/common/errno_error.h"
+#include "agent/common/unique_fd.h"
 #include "netns/namespace_handle.h"
 #include "netns/netlink_socket.h"
 
@@ -25,19 +34,101 @@ using RouteObj = std::unique_ptr<rtnl_route, NlDeleter<rtnl_route_put>>;
 using LinkObj = std::unique_ptr<rtnl_link, NlDeleter<rtnl_link_put>>;
 using AddrObj = std::unique_ptr<nl_addr, NlDeleter<nl_addr_put>>;
 
-// The socket is opened on the namespace thread, so it talks to that namespace.
-Result<NlSocket> connect_route_socket() { return connect_netlink(NETLINK_ROUTE); }
+// A route socket that keeps the kernel's own errno and message for error texts.
+struct RouteSocket {
+  NlSocket sk;
+  std::unique_ptr<NlKernelError> kernel;  // the error callback's target: a stable address
 
-Status bring_lo_up(nl_sock* sk) {
+  // The socket for the next request, with no earlier answer left to misreport.
+  nl_sock* fresh() {
+    *kernel = NlKernelError{};
+    return sk.get();
+  }
+  Error error(const std::string& what, int err) const { return nl_error(what, err, kernel.get()); }
+};
+
+// Opened on the namespace thread, so it talks to that namespace.
+Result<RouteSocket> connect_route_socket() {
+  auto sk = connect_netlink(NETLINK_ROUTE);
+  if (!sk.ok()) return std::move(sk).error();
+  RouteSocket rs{std::move(*sk), std::make_unique<NlKernelError>()};
+  capture_kernel_errors(rs.sk.get(), rs.kernel.get());
+  return rs;
+}
+
+Status bring_lo_up(RouteSocket& rs) {
   rtnl_link* raw = nullptr;
-  if (int err = rtnl_link_get_kernel(sk, kLoopbackIfindex, nullptr, &raw); err < 0) return nl_error("get lo", err);
+  if (int err = rtnl_link_get_kernel(rs.fresh(), kLoopbackIfindex, nullptr, &raw); err < 0)
+    return rs.error("get lo", err);
   LinkObj lo(raw);
   if (rtnl_link_get_flags(lo.get()) & IFF_UP) return {};
   LinkObj change(rtnl_link_alloc());
   if (!change) return make_error(Code::resource_exhausted, "rtnl_link_alloc failed");
   rtnl_link_set_flags(change.get(), IFF_UP);
-  if (int err = rtnl_link_change(sk, lo.get(), change.get(), 0); err < 0) return nl_error("set lo up", err);
+  if (int err = rtnl_link_change(rs.fresh(), lo.get(), change.get(), 0); err < 0) return rs.error("set lo up", err);
   return {};
+}
+
+bool has_family(Families f, int family) { return family == AF_INET ? f.ipv4 : f.ipv6; }
+void add_family(Families& f, int family) { (family == AF_INET ? f.ipv4 : f.ipv6) = true; }
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+// What the namespace of the calling thread carries (policy_routing.h says when a
+// family is live). /proc/sys/net answers for the calling thread's namespace.
+struct FamilyProbe {
+  Families live;
+  Families blocked;          // live, but IPv6 is off on lo
+  std::string ipv6_blocked;  // why, for the error text
+};
+// Whether IPv6 is enabled on `ifname` (its disable_ipv6 is 0); nullopt when the
+// interface went away meanwhile.
+Result<std::optional<bool>> ipv6_enabled_on(int conf_dir, const std::string& ifname) {
+  const std::string rel = ifname + "/disable_ipv6";
+  UniqueFd fd(::openat(conf_dir, rel.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return std::optional<bool>();
+    return errno_error("read /proc/sys/net/ipv6/conf/" + rel);
+  }
+  char buf[16] = {};
+  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n < 0) return errno_error("read /proc/sys/net/ipv6/conf/" + rel);
+  return std::optional<bool>(n > 0 && buf[0] == '0');
+}
+
+Result<FamilyProbe> probe_families() {
+  FamilyProbe probe;
+  probe.live.ipv4 = true;  // Linux cannot turn IPv4 off in a namespace
+  std::unique_ptr<DIR, DirCloser> dir(::opendir("/proc/sys/net/ipv6/conf"));
+  if (!dir) {
+    if (errno == ENOENT) return probe;  // a kernel without IPv6 (ipv6.disable=1)
+    return errno_error("list /proc/sys/net/ipv6/conf (IPv6 state of the namespace)");
+  }
+  std::vector<std::string> enabled;
+  bool lo_enabled = false;
+  while (dirent* ent = ::readdir(dir.get())) {
+    std::string name = ent->d_name;
+    // `all` and `default` are written through to the interfaces, not consulted.
+    if (name == "." || name == ".." || name == "all" || name == "default") continue;
+    auto on = ipv6_enabled_on(::dirfd(dir.get()), name);
+    if (!on.ok()) return std::move(on).error();
+    if (!on->value_or(false)) continue;
+    enabled.push_back(name);
+    if (name == "lo") lo_enabled = true;
+  }
+  probe.live.ipv6 = !enabled.empty();
+  if (probe.live.ipv6 && !lo_enabled) {
+    probe.blocked.ipv6 = true;
+    std::string list;
+    for (const auto& n : enabled) list += (list.empty() ? "" : ", ") + n;
+    probe.ipv6_blocked = "cannot enforce ipv6: IPv6 is enabled on " + list +
+                         " but disabled on lo (net.ipv6.conf.lo.disable_ipv6=1), where the agent's local route "
+                         "must be; covered IPv6 traffic is dropped until IPv6 is enabled on lo or disabled on "
+                         "every interface";
+  }
+  return probe;
 }
 
 RuleObj make_rule(int family, const RoutingParams& p) {
@@ -74,30 +165,34 @@ RouteObj make_local_default(int family, const RoutingParams& p) {
 
 const char* family_name(int family) { return family == AF_INET ? "ipv4" : "ipv6"; }
 
-Status install_family(nl_sock* sk, int family, const RoutingParams& p) {
+Status install_family(RouteSocket& rs, int family, const RoutingParams& p) {
   RuleObj rule = make_rule(family, p);
   RouteObj route = make_local_default(family, p);
   if (!rule || !route) return make_error(Code::resource_exhausted, "libnl allocation failed");
   // NLM_F_EXCL: an identical rule left by an earlier run is kept, not duplicated.
-  if (int err = rtnl_rule_add(sk, rule.get(), NLM_F_EXCL); err < 0 && err != -NLE_EXIST)
-    return nl_error(std::string("add fwmark rule ") + family_name(family), err);
-  if (int err = rtnl_route_add(sk, route.get(), NLM_F_REPLACE); err < 0)
-    return nl_error(std::string("add local route ") + family_name(family), err);
+  if (int err = rtnl_rule_add(rs.fresh(), rule.get(), NLM_F_EXCL); err < 0 && err != -NLE_EXIST)
+    return rs.error(std::string("add fwmark rule ") + family_name(family), err);
+  if (int err = rtnl_route_add(rs.fresh(), route.get(), NLM_F_REPLACE); err < 0)
+    return rs.error(std::string("add local route ") + family_name(family) + " (dev lo, table " +
+                        std::to_string(p.table) + ")",
+                    err);
   return {};
 }
 
-Status remove_family(nl_sock* sk, int family, const RoutingParams& p) {
+// Nothing to remove: not there, or the kernel has no such family at all.
+bool absent(int err) { return err == -NLE_OBJ_NOTFOUND || err == -NLE_NOADDR || err == -NLE_AF_NOSUPPORT; }
+
+Status remove_family(RouteSocket& rs, int family, const RoutingParams& p) {
   RuleObj rule = make_rule(family, p);
   RouteObj route = make_local_default(family, p);
   if (!rule || !route) return make_error(Code::resource_exhausted, "libnl allocation failed");
   for (int i = 0; i < kMaxDuplicateRules; ++i) {
-    int err = rtnl_rule_delete(sk, rule.get(), 0);
-    if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NOADDR) break;
-    if (err < 0) return nl_error(std::string("delete fwmark rule ") + family_name(family), err);
+    int err = rtnl_rule_delete(rs.fresh(), rule.get(), 0);
+    if (absent(err)) break;
+    if (err < 0) return rs.error(std::string("delete fwmark rule ") + family_name(family), err);
   }
-  int err = rtnl_route_delete(sk, route.get(), 0);
-  if (err < 0 && err != -NLE_OBJ_NOTFOUND && err != -NLE_NOADDR)
-    return nl_error(std::string("delete local route ") + family_name(family), err);
+  int err = rtnl_route_delete(rs.fresh(), route.get(), 0);
+  if (err < 0 && !absent(err)) return rs.error(std::string("delete local route ") + family_name(family), err);
   return {};
 }
 
@@ -125,21 +220,51 @@ bool has_local_default(nl_cache* routes, int family, const RoutingParams& p) {
   return false;
 }
 
+// Why the family's state now differs from what the last install left, or empty.
+std::string family_change(int family, const FamilyProbe& now, const RoutingState& installed) {
+  const std::string name = family_name(family);
+  const bool live = has_family(now.live, family), blocked = has_family(now.blocked, family);
+  if (has_family(installed.enforced, family)) {
+    if (!live) return name + " is no longer live in the namespace (disabled on every interface)";
+    if (blocked) return name + " was turned off on lo while live on other interfaces";
+    return {};
+  }
+  if (has_family(installed.blocked, family))
+    return blocked ? std::string() : name + " settings of the namespace changed since it could not be enforced";
+  if (live) return name + " is live in the namespace but not enforced";
+  return {};
+}
+
 }  // namespace
 
-Status check_policy_routing(int ns_fd, const RoutingParams& params) {
+std::vector<std::string> family_names(Families families) {
+  std::vector<std::string> out;
+  if (families.ipv4) out.emplace_back("ipv4");
+  if (families.ipv6) out.emplace_back("ipv6");
+  return out;
+}
+
+Status check_policy_routing(int ns_fd, const RoutingParams& params, const RoutingState& installed) {
   return run_in_netns_void(ns_fd, [&]() -> Status {
+    auto probe = probe_families();
+    if (!probe.ok()) return std::move(probe).error();
+    for (int family : {AF_INET, AF_INET6})
+      if (std::string change = family_change(family, *probe, installed); !change.empty())
+        return make_error(Code::failed_precondition, change);
+    const Families& enforced = installed.enforced;
+    if (!enforced.ipv4 && !enforced.ipv6) return {};
     auto sk = connect_route_socket();
     if (!sk.ok()) return std::move(sk).error();
     nl_cache* raw = nullptr;
-    if (int err = rtnl_rule_alloc_cache(sk->get(), AF_UNSPEC, &raw); err < 0) return nl_error("list rules", err);
+    if (int err = rtnl_rule_alloc_cache(sk->fresh(), AF_UNSPEC, &raw); err < 0) return sk->error("list rules", err);
     CacheObj rules(raw);
     raw = nullptr;
     // ROUTE_CACHE_CONTENT: every table, not only main.
-    if (int err = rtnl_route_alloc_cache(sk->get(), AF_UNSPEC, ROUTE_CACHE_CONTENT, &raw); err < 0)
-      return nl_error("list routes", err);
+    if (int err = rtnl_route_alloc_cache(sk->fresh(), AF_UNSPEC, ROUTE_CACHE_CONTENT, &raw); err < 0)
+      return sk->error("list routes", err);
     CacheObj routes(raw);
     for (int family : {AF_INET, AF_INET6}) {
+      if (!has_family(enforced, family)) continue;
       if (!has_rule(rules.get(), family, params))
         return make_error(Code::failed_precondition, std::string("fwmark rule missing (") + family_name(family) + ")");
       if (!has_local_default(routes.get(), family, params))
@@ -149,23 +274,40 @@ Status check_policy_routing(int ns_fd, const RoutingParams& params) {
   });
 }
 
-Status install_policy_routing(int ns_fd, const RoutingParams& params) {
-  return run_in_netns_void(ns_fd, [&]() -> Status {
+RoutingInstall install_policy_routing(int ns_fd, const RoutingParams& params) {
+  RoutingInstall out;
+  out.status = run_in_netns_void(ns_fd, [&]() -> Status {
     auto sk = connect_route_socket();
     if (!sk.ok()) return std::move(sk).error();
-    KIB_TRY(bring_lo_up(sk->get()));
-    KIB_TRY(install_family(sk->get(), AF_INET, params));
-    KIB_TRY(install_family(sk->get(), AF_INET6, params));
-    return {};
+    KIB_TRY(bring_lo_up(*sk));
+    auto probe = probe_families();
+    if (!probe.ok()) return std::move(probe).error();
+    // Each live family on its own: one that cannot be enforced leaves the others in
+    // force (its covered traffic stays dropped by the table).
+    Status first_failure;
+    for (int family : {AF_INET, AF_INET6}) {
+      if (!has_family(probe->live, family)) continue;
+      Status st = has_family(probe->blocked, family)
+                      ? Status(make_error(Code::failed_precondition, probe->ipv6_blocked))
+                      : install_family(*sk, family, params);
+      if (st.ok()) {
+        add_family(out.state.enforced, family);
+        continue;
+      }
+      if (has_family(probe->blocked, family)) add_family(out.state.blocked, family);
+      if (first_failure.ok()) first_failure = std::move(st);
+    }
+    return first_failure;
   });
+  return out;
 }
 
 Status remove_policy_routing(int ns_fd, const RoutingParams& params) {
   return run_in_netns_void(ns_fd, [&]() -> Status {
     auto sk = connect_route_socket();
     if (!sk.ok()) return std::move(sk).error();
-    KIB_TRY(remove_family(sk->get(), AF_INET, params));
-    KIB_TRY(remove_family(sk->get(), AF_INET6, params));
+    KIB_TRY(remove_family(*sk, AF_INET, params));
+    KIB_TRY(remove_family(*sk, AF_INET6, params));
     return {};
   });
 }

@@ -50,7 +50,12 @@ Status set_congestion_control(int fd, const std::string& name) {
 Result<UniqueFd> open_one(int family, Transport transport, uint16_t port, const std::string& cc) {
   int type = (transport == Transport::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC | SOCK_NONBLOCK;
   UniqueFd fd(::socket(family, type, 0));
-  if (!fd) return errno_error("socket");
+  if (!fd) {
+    int err = errno;
+    // unimplemented: open_set goes on without this family.
+    return errno_error(std::string("socket ") + (family == AF_INET ? "ipv4" : "ipv6"), err,
+                       err == EAFNOSUPPORT ? Code::unimplemented : Code::internal);
+  }
   KIB_TRY(set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT"));
   KIB_TRY(make_transparent(fd.get(), family, transport));
   if (transport == Transport::tcp) {
@@ -94,6 +99,8 @@ Result<ListenerSet> open_set(Transport transport, unsigned count, const std::str
   for (unsigned i = 0; i < 2 * count - 1; ++i) {
     int family = i + 1 < count ? AF_INET : AF_INET6;
     auto s = open_one(family, transport, set.port, cc);
+    // A kernel without IPv6 (ipv6.disable=1) carries none: nothing to intercept.
+    if (!s.ok() && family == AF_INET6 && s.error().code == Code::unimplemented) break;
     if (!s.ok()) return std::move(s).error();
     (family == AF_INET ? set.v4 : set.v6).push_back(std::move(*s));
   }

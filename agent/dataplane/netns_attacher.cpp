@@ -4,14 +4,37 @@
 
 #include "netns/namespace_handle.h"
 #include "netns/nft_generation.h"
+#include "netns/nft_ruleset.h"
 #include "netns/policy_from_proto.h"
 
 namespace kib::dataplane {
+namespace {
+
+// The backstop behind the change notifications: each namespace is also checked this
+// often without one, in case a change slipped through (a kernel path that does not
+// notify). Spread over up to a quarter of the period by key, so namespaces attached
+// together are not all swept in one pass. At 2,000 namespaces it costs 0.1-0.25% of
+// a core (a check takes 0.3-0.7 ms of CPU); every 60 s it would be 1-2.3%, more
+// than the whole budget of issue 26 (1% of a core).
+constexpr std::chrono::milliseconds kSweepPeriod = std::chrono::minutes(10);
+
+std::chrono::steady_clock::time_point next_sweep(std::chrono::steady_clock::time_point now, uint64_t key) {
+  return now + kSweepPeriod - kSweepPeriod * static_cast<int64_t>(key % 64) / 256;
+}
+
+// What the agent installs (AttachParams' defaults, as attach() uses them).
+netns::WatchedObjects watched_objects() { return {netns::kTableName, netns::kDefaultRouteTable}; }
+
+}  // namespace
 
 NetnsAttacher::NetnsAttacher(std::string guest_congestion_control)
     : guest_congestion_control_(std::move(guest_congestion_control)) {
   if (auto own = netns::NamespaceHandle::open("/proc/self/ns/net"); own.ok())
     own_namespace_.emplace(static_cast<uint64_t>(own->dev()), static_cast<uint64_t>(own->ino()));
+  if (auto set = netns::ChangeWatchSet::create(); set.ok())
+    watches_.emplace(std::move(set.value()));
+  else
+    spdlog::warn("watching namespaces for changes: {} (each is checked every 2 s instead)", set.error().message);
 }
 
 Status NetnsAttacher::attachable(uint64_t dev, uint64_t ino) const {
@@ -48,10 +71,43 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
     for (auto& fd : set->v4) dst.push_back(std::move(fd));
     for (auto& fd : set->v6) dst.push_back(std::move(fd));
   }
+  // Opened after the writes above, outside mu_ (a thread enters the namespace); the
+  // first repair checks the namespace whatever the watch reports.
+  auto w = watches_ ? netns::ChangeWatch::open(a->ns().fd(), watched_objects())
+                    : Result<netns::ChangeWatch>(Error{Code::unavailable, "no epoll set"});
   std::lock_guard lk(mu_);
-  entries_.erase(workspace_id);
-  entries_.emplace(workspace_id, Entry{std::move(a.value()), std::nullopt});
+  forget(workspace_id);
+  const uint64_t key = next_key_++;
+  Entry e{std::move(a.value()), key, true, next_sweep(std::chrono::steady_clock::now(), key), std::nullopt};
+  if (w.ok()) {
+    if (Status st = watches_->add(e.key, std::move(w.value())); !st.ok())
+      spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
+                   st.error().message);
+  } else if (watches_) {
+    spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
+                 w.error().message);
+  }
+  entries_.emplace(workspace_id, std::move(e));
   return out;
+}
+
+void NetnsAttacher::forget(const std::string& workspace_id) {
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return;
+  if (watches_) watches_->remove(it->second.key);
+  changed_keys_.erase(it->second.key);
+  entries_.erase(it);
+}
+
+void NetnsAttacher::note_changes() {
+  if (!watches_) return;
+  auto keys = watches_->changed();
+  if (!keys.ok()) {
+    // Cannot tell what changed: check everything.
+    for (auto& [id, e] : entries_) e.changed = true;
+    return;
+  }
+  changed_keys_.insert(keys->begin(), keys->end());
 }
 
 // Two Workspaces in one namespace would install, and remove, the same table: the
@@ -88,12 +144,12 @@ void NetnsAttacher::detach(const std::string& workspace_id) {
   // The workspace is gone either way; what could not be removed is logged.
   if (Status st = it->second.attachment.detach(); !st.ok())
     spdlog::warn("workspace {}: detaching its namespace: {}", workspace_id, st.error().message);
-  entries_.erase(it);
+  forget(workspace_id);
 }
 
 void NetnsAttacher::release(const std::string& workspace_id) {
   std::lock_guard lk(mu_);
-  entries_.erase(workspace_id);  // closes our fds only: the table stays in the kernel
+  forget(workspace_id);  // closes our fds only: the table stays in the kernel
 }
 
 bool NetnsAttacher::moved(const std::string& workspace_id) const {
@@ -120,19 +176,72 @@ std::string NetnsAttacher::health(const std::string& workspace_id) const {
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return "workspace is not attached";
   if (!it->second.attachment.namespace_alive()) return "network namespace is gone";
-  return {};
+  return it->second.attachment.family_error();
 }
 
-// Under mu_, like update(): a policy swap and a repair never interleave, and the
-// table put back is the policy in force. Listing the table through libnftables costs
-// ~1.7 ms here, so it is listed (and compared with what the agent's last write left)
-// only when the namespace's nftables generation moved since it was last found in
-// place; the policy routing is looked at every time.
-WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id) {
+std::vector<std::string> NetnsAttacher::enforced_families(const std::string& workspace_id) const {
   std::lock_guard lk(mu_);
   auto it = entries_.find(workspace_id);
   if (it == entries_.end() || !it->second.attachment.namespace_alive()) return {};
+  return netns::family_names(it->second.attachment.enforced_families());
+}
+
+// The due Workspaces are picked under mu_ (a walk over the entries, no syscall but one
+// epoll_wait), then repaired one by one, each under mu_ as repair() takes it, so that
+// status calls and attaches wait for one check at most, not for a whole pass.
+std::optional<std::vector<std::pair<std::string, WorkspaceAttacher::Repair>>> NetnsAttacher::repairs_needed() {
+  std::vector<std::string> due;
+  {
+    std::lock_guard lk(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    note_changes();
+    last_noted_ = now;
+    for (auto& [id, e] : entries_) {
+      if (changed_keys_.erase(e.key) != 0) e.changed = true;
+      if (e.changed || now >= e.next_sweep) due.push_back(id);
+    }
+  }
+  std::vector<std::pair<std::string, Repair>> out;
+  out.reserve(due.size());
+  for (auto& id : due) {
+    Repair r = repair(id);
+    out.emplace_back(std::move(id), std::move(r));
+  }
+  return out;
+}
+
+// Under mu_, like update(): a policy swap and a repair never interleave, and the
+// table put back is the policy in force. Only a namespace that reported a change
+// (netns/change_watch.h: the agent's own writes count too, so each is followed by one
+// check), has no watch, failed its last check, or is due for the backstop sweep is
+// checked; the rest cost a map lookup. A checked namespace's table is listed
+// (~1.7 ms, compared with what the agent's last write left) only when its nftables
+// generation moved since it was last found in place; the policy routing every time.
+WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id) {
+  std::lock_guard lk(mu_);
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return {};
+  const auto now = std::chrono::steady_clock::now();
+  // A pass calls this for every Workspace in a row: one look at the sockets serves
+  // the whole pass (a change after it is seen by the next pass).
+  if (now - last_noted_ >= std::chrono::milliseconds(100)) {
+    note_changes();
+    last_noted_ = now;
+  }
   Entry& e = it->second;
+  if (changed_keys_.erase(e.key) != 0) e.changed = true;
+  if (!e.changed && now < e.next_sweep) return {};
+  // Only now: a path that names another namespace is moved() (stat'd every pass).
+  if (!e.attachment.namespace_alive()) return {};
+  bool watched = watches_ && watches_->contains(e.key);
+  if (watches_ && !watched) {
+    // Opened before the check below, so nothing after the check goes unreported.
+    if (auto w = netns::ChangeWatch::open(e.attachment.ns().fd(), watched_objects()); w.ok())
+      watched = watches_->add(e.key, std::move(w.value())).ok();
+  }
+  // Cleared before the check: a change from here on is queued on the sockets.
+  e.changed = !watched;
+  e.next_sweep = next_sweep(now, e.key);
   auto gen = netns::nft_generation(e.attachment.ns().fd());
   const bool untouched = gen.ok() && e.checked_generation == *gen;
   Status checked = untouched ? e.attachment.check_routing() : e.attachment.check();
@@ -140,8 +249,10 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
     if (gen.ok()) e.checked_generation = *gen;
     return {};
   }
-  // The generation is left as it was: the next check lists the table put back once
-  // more, which also covers a write that another transaction interleaved with.
+  // Checked again next pass whether putting it back works or not. The generation is
+  // left as it was: the next check lists the table put back once more, which also
+  // covers a write that another transaction interleaved with.
+  e.changed = true;
   return {checked.error().message, e.attachment.reinstall()};
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // What the data plane needs from the namespace side (netns/): install interception
 // for a Workspace and hand over its transparent listeners, one per loop and family.
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/common/result.h"
@@ -39,6 +41,9 @@ class WorkspaceAttacher {
   virtual Status remove_leftovers(const std::string& /*netns*/, uint64_t /*dev*/, uint64_t /*ino*/) { return {}; }
   // Empty while the namespace and its rules are intact, else why not.
   virtual std::string health(const std::string& /*workspace_id*/) const { return {}; }
+  // The address families enforced in the Workspace's namespace ("ipv4", "ipv6"):
+  // those it carries, as far as the agent could install them.
+  virtual std::vector<std::string> enforced_families(const std::string& /*workspace_id*/) const { return {}; }
   // Puts back the Workspace's rules where the kernel no longer has them as installed
   // (removed or changed behind the agent's back: `nft flush ruleset`, a firewall
   // reload, a rule inserted into the table). Empty when nothing was missing, or the
@@ -48,6 +53,11 @@ class WorkspaceAttacher {
     Status reinstalled;   // whether putting it back worked
   };
   virtual Repair repair(const std::string& /*workspace_id*/) { return {}; }
+  // repair() of the Workspaces that may need it (a change reported in their namespace,
+  // a failed repair, a backstop sweep due), as (workspace id, repair()'s answer) for
+  // each one looked at; one not listed was intact at its last check. nullopt: the
+  // attacher cannot tell, so repair() is called for every Workspace.
+  virtual std::optional<std::vector<std::pair<std::string, Repair>>> repairs_needed() { return std::nullopt; }
   // Runtime::workspace_attachable; attach() refuses what this refuses.
   virtual Status attachable(uint64_t /*dev*/, uint64_t /*ino*/) const { return {}; }
 };

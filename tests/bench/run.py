@@ -3,6 +3,7 @@
 
     sudo tests/bench/run.py --full     # ~37 min here; writes docs/bench/
     sudo tests/bench/run.py --smoke    # seconds; writes to a temp dir (or --out)
+    sudo tests/bench/run.py --scale [--workspaces N --connections K]   # tests/bench/scale.py
 
 Measures, side by side: the routed path (no proxy), redsocks (REDIRECT; copy and splice
 modes) and kibotos-agent (SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside TLS).
@@ -555,7 +556,11 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv if argv is not None else sys.argv[1:])
+    argv = argv if argv is not None else sys.argv[1:]
+    if "--scale" in argv:  # the host-scale benchmark (issue 26): tests/bench/scale.py
+        import scale
+        return scale.main([a for a in argv if a != "--scale"])
+    args = parse_args(argv)
     if os.geteuid() != 0:
         print("run.py needs root (network namespaces, nftables)", file=sys.stderr)
         return 77

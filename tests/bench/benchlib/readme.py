@@ -97,6 +97,16 @@ PEERS = """\
   11 Gbit/s (bounded by the SOCKS server and clients sharing the 2 cores).
 """
 
+SCALE = """## Host scale: thousands of Workspaces, thousands of connections
+
+`sudo tests/bench/scale.py` (or `tests/bench/run.py --scale`) measures one agent as the
+Workspace count grows (attach latency, fds and memory per Workspace, idle CPU, API
+latency beside 10 writes/s, a policy update of all, re-attach after a restart) and with
+thousands of held relayed connections; it writes [scale/results.md](scale/results.md),
+[scale/results.json](scale/results.json) and [scale/scale.png](scale/scale.png). It is a
+separate run: `run.py --full` leaves `scale/` as it is.
+"""
+
 DESIGN = """## What these numbers decided (and what was tried)
 - **Bulk plain flows move by splice.** A direction of a plain SOCKS5 relay whose recv
   fills a whole 64 KiB provided buffer is bulk; from then on its bytes go socket ->
@@ -598,6 +608,6 @@ def write(out_dir, results):
     errors = [f"- {v['label']}: {v['error']}" for v in results["modes"].values() if v.get("error")]
     if errors:
         parts += ["Errors during the run:", ""] + errors + [""]
-    parts += [targets_section(results), "", notes_section(results), "", DESIGN, PEERS, HOW]
+    parts += [targets_section(results), "", notes_section(results), "", SCALE, DESIGN, PEERS, HOW]
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write("\n".join(parts))

@@ -69,6 +69,16 @@ class AttachTool:
     def namespace_alive(self):
         return self.command("alive", "ALIVE") == "ALIVE 1"
 
+    def families(self):
+        """(enforced families as a list, error text or None)."""
+        rest = self.command("families", "FAMILIES")[len("FAMILIES"):].strip()
+        names, _, error = rest.partition("ERROR ")
+        return names.split(), (error or None)
+
+    def repair(self):
+        """One pass of the agent's repair: 'ok' or '<what changed> -> reinstalled|<error>'."""
+        return self.command("repair", "REPAIR").split(" ", 1)[1]
+
     def _read(self):
         for line in self.proc.stdout:
             self.lines.put(line.rstrip("\n"))

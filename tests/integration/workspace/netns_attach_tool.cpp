@@ -12,7 +12,13 @@
 // "ORIGDST ORIG_IP ORIG_PORT\n" (DNS from a transparent reply socket bound to the
 // original destination). TCP connections are then held and echo "ECHO <data>" until
 // the peer closes. Commands on stdin: "update POLICY_JSON", "detach", "alive"
-// (prints "ALIVE 1" or "ALIVE 0"), "check" ("CHECK ok" or "CHECK <what is missing>").
+// (prints "ALIVE 1" or "ALIVE 0"), "check" ("CHECK ok" or "CHECK <what is missing>"),
+// "families" ("FAMILIES [ipv4] [ipv6] [ERROR <why a live one is not enforced>]"),
+// "repair" (check_routing, then reinstall when it fails: "REPAIR ok" or
+// "REPAIR <what changed> -> reinstalled|<error>"),
+// and for the fd-ceiling tests: "hold-fds N" (opens N more fds: "HOLDING <highest fd>"),
+// "exhaust-fds" (opens fds until EMFILE: "EXHAUSTED <count>"), "release-fds"
+// ("RELEASED"), "nft-helper" ("NFT_HELPER <pid of the nftables helper, or -1>").
 //
 //   netns-attach-tool --remove-stale NETNS_PATH
 //
@@ -21,16 +27,20 @@
 #include <google/protobuf/util/json_util.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "netns/attachment.h"
+#include "netns/nft_helper.h"
 #include "netns/policy_from_proto.h"
 
 namespace {
@@ -121,6 +131,54 @@ void serve_udp(int fd, int ns_fd) {
   sendto(reply_fd->get(), reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&peer), msg.msg_namelen);
 }
 
+// Fds the tool holds on a test's command, as a busy agent holds connections.
+std::vector<kib::UniqueFd>& held_fds() {
+  static std::vector<kib::UniqueFd> fds;
+  return fds;
+}
+
+// Opens /dev/null up to `count` times (stops at the first failure); the highest fd.
+int hold_fds(size_t count) {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
+  int highest = -1;
+  for (size_t k = 0; k < count; ++k) {
+    kib::UniqueFd fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!fd) break;
+    highest = std::max(highest, fd.get());
+    held_fds().push_back(std::move(fd));
+  }
+  return highest;
+}
+
+bool handle_fd_command(const std::string& line) {
+  if (line.rfind("hold-fds ", 0) == 0) {
+    say("HOLDING " + std::to_string(hold_fds(std::stoul(line.substr(9)))));
+  } else if (line == "exhaust-fds") {
+    // Bounded: the limit is set just above the highest fd open now, then filled.
+    int highest = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+      highest = std::max(highest, std::stoi(entry.path().filename().string()));
+    rlimit lim{};
+    getrlimit(RLIMIT_NOFILE, &lim);
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, static_cast<rlim_t>(highest) + 32);
+    setrlimit(RLIMIT_NOFILE, &lim);
+    for (kib::UniqueFd fd; (fd = kib::UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC)));)
+      held_fds().push_back(std::move(fd));
+    say("EXHAUSTED " + std::to_string(held_fds().size()));
+  } else if (line == "release-fds") {
+    held_fds().clear();
+    say("RELEASED");
+  } else if (line == "nft-helper") {
+    say("NFT_HELPER " + std::to_string(NftHelper::instance().pid()));
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Returns false when the tool should exit.
 bool handle_command(const std::string& line, Attachment& a) {
   if (line == "detach") {
@@ -137,13 +195,29 @@ bool handle_command(const std::string& line, Attachment& a) {
     say(std::string("ALIVE ") + (a.namespace_alive() ? "1" : "0"));
     return true;
   }
+  if (line == "families") {
+    std::string out = "FAMILIES";
+    for (const auto& f : family_names(a.enforced_families())) out += " " + f;
+    say(a.family_error().empty() ? out : out + " ERROR " + a.family_error());
+    return true;
+  }
+  if (line == "repair") {  // what the agent's periodic repair does
+    auto checked = a.check_routing();
+    if (checked.ok()) {
+      say("REPAIR ok");
+    } else {
+      auto st = a.reinstall();
+      say("REPAIR " + checked.error().message + (st.ok() ? " -> reinstalled" : " -> " + st.error().message));
+    }
+    return true;
+  }
   if (line.rfind("update ", 0) == 0) {
     auto policy = parse_policy(line.substr(7));
     kib::Status st = policy.ok() ? a.update(*policy) : kib::Status(policy.error());
     say(st.ok() ? "UPDATED" : "ERROR " + st.error().message);
     return true;
   }
-  say("ERROR unknown command");
+  if (!handle_fd_command(line)) say("ERROR unknown command");
   return true;
 }
 

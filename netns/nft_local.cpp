@@ -1,0 +1,49 @@
+#include "netns/nft_local.h"
+
+#include <nftables/libnftables.h>
+
+#include <memory>
+
+#include "netns/nft_generation.h"
+
+namespace kib::netns {
+namespace {
+
+struct NftCtxFree {
+  void operator()(nft_ctx* ctx) const { nft_ctx_free(ctx); }
+};
+using NftCtx = std::unique_ptr<nft_ctx, NftCtxFree>;
+
+std::string trim(const char* s) {
+  std::string out = s ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> nft_run_here(const std::string& buffer) {
+  // A context per call: its netlink socket belongs to the namespace it was opened in.
+  NftCtx ctx(nft_ctx_new(NFT_CTX_DEFAULT));
+  if (!ctx) return make_error(Code::internal, "nft_ctx_new failed");
+  if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0)
+    return make_error(Code::internal, "nft: cannot buffer output");
+  if (nft_run_cmd_from_buffer(ctx.get(), buffer.c_str()) != 0)
+    return make_error(Code::internal, "nft: " + trim(nft_ctx_get_error_buffer(ctx.get())));
+  return std::string(nft_ctx_get_output_buffer(ctx.get()));
+}
+
+Result<std::optional<std::string>> nft_apply_and_list_here(const std::string& buffer, const std::string& list) {
+  using Listing = std::optional<std::string>;
+  auto before = nft_generation_here();
+  KIB_TRY(nft_run_here(buffer));
+  auto applied = nft_generation_here();
+  auto listed = nft_run_here(list);
+  auto after = nft_generation_here();
+  const bool ours_only =
+      before.ok() && applied.ok() && after.ok() && *applied == *before + 1 && *after == *applied;
+  if (!ours_only || !listed.ok()) return Listing{};
+  return Listing{std::move(*listed)};
+}
+
+}  // namespace kib::netns

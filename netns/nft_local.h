@@ -1,0 +1,22 @@
+#pragma once
+// libnftables, called in the calling thread's network namespace. Only the nftables
+// helper process (nft_helper.h) calls these: libnftables waits for netlink answers
+// with select(), which aborts once its socket's number reaches FD_SETSIZE, and calls
+// exit() when it cannot open that socket. Neither may happen in the agent.
+#include <optional>
+#include <string>
+
+#include "agent/common/result.h"
+
+namespace kib::netns {
+
+// Runs an nft command buffer (one transaction); answers nft's output. The error
+// carries nft's message.
+Result<std::string> nft_run_here(const std::string& buffer);
+
+// nft_run_here(buffer), then nft_run_here(list). The listing is returned only when it
+// shows what this transaction left: the namespace's generation moved by exactly one
+// across the apply and not at all across the listing. Otherwise nullopt.
+Result<std::optional<std::string>> nft_apply_and_list_here(const std::string& buffer, const std::string& list);
+
+}  // namespace kib::netns

@@ -1,0 +1,75 @@
+// netns-change-watch-tool: watches namespaces through netns::ChangeWatchSet, as the
+// agent's repair does, for tests. Not installed.
+//
+//   netns-change-watch-tool NETNS_PATH...
+//
+// Prints "READY" once every watch is open (key = the path's index, from 0), then for
+// each "poll" line on stdin "CHANGED k..." (the keys reported, in order) or "QUIET".
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "netns/attachment.h"
+#include "netns/change_watch.h"
+#include "netns/namespace_handle.h"
+#include "netns/nft_ruleset.h"
+
+namespace {
+
+void say(const std::string& line) { std::cout << line << std::endl; }  // flushed: read line by line
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kib::netns;
+  if (argc < 2) {
+    std::cerr << "usage: netns-change-watch-tool NETNS_PATH...\n";
+    return 2;
+  }
+  auto set = ChangeWatchSet::create();
+  if (!set.ok()) {
+    std::cerr << set.error().message << "\n";
+    return 1;
+  }
+  std::vector<NamespaceHandle> held;  // the watches outlive nothing they need, but keep the namespaces open
+  for (int i = 1; i < argc; ++i) {
+    auto ns = NamespaceHandle::open(argv[i]);
+    if (!ns.ok()) {
+      std::cerr << ns.error().message << "\n";
+      return 1;
+    }
+    auto w = ChangeWatch::open(ns->fd(), {kTableName, kDefaultRouteTable});
+    if (!w.ok()) {
+      std::cerr << w.error().message << "\n";
+      return 1;
+    }
+    if (auto st = set->add(static_cast<uint64_t>(i - 1), std::move(w.value())); !st.ok()) {
+      std::cerr << st.error().message << "\n";
+      return 1;
+    }
+    held.push_back(std::move(ns.value()));
+  }
+  say("READY");
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line != "poll") {
+      say("ERROR unknown command");
+      continue;
+    }
+    auto keys = set->changed();
+    if (!keys.ok()) {
+      say("ERROR " + keys.error().message);
+      continue;
+    }
+    if (keys->empty()) {
+      say("QUIET");
+      continue;
+    }
+    std::sort(keys->begin(), keys->end());
+    keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+    std::string out = "CHANGED";
+    for (uint64_t k : *keys) out += " " + std::to_string(k);
+    say(out);
+  }
+  return 0;
+}
