@@ -17,18 +17,24 @@ Status end_relayed_time_wait(int ns_fd, const KeepTimeWait& keep = {}) {
   return {};
 }
 
-Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
-  Listeners l;
-  const unsigned count = p.listeners_per_family;
-  auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, count, p.guest_congestion_control);
-  if (!tcp.ok()) return std::move(tcp).error();
-  auto dns_udp = open_transparent_listeners(ns_fd, Transport::udp, count);
+// DNS has one listener per family and protocol (the DNS service is one loop), opened
+// only while the policy has resolvers: a Workspace without them holds none.
+Status open_dns_listeners(int ns_fd, const AttachParams& p, Listeners& l) {
+  auto dns_udp = open_transparent_listeners(ns_fd, Transport::udp, 1);
   if (!dns_udp.ok()) return std::move(dns_udp).error();
-  auto dns_tcp = open_transparent_listeners(ns_fd, Transport::tcp, count, p.guest_congestion_control);
+  auto dns_tcp = open_transparent_listeners(ns_fd, Transport::tcp, 1, p.guest_congestion_control);
   if (!dns_tcp.ok()) return std::move(dns_tcp).error();
-  l.tcp = std::move(*tcp);
   l.dns_udp = std::move(*dns_udp);
   l.dns_tcp = std::move(*dns_tcp);
+  return {};
+}
+
+Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
+  Listeners l;
+  auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, p.listeners_per_family, p.guest_congestion_control);
+  if (!tcp.ok()) return std::move(tcp).error();
+  l.tcp = std::move(*tcp);
+  if (p.policy.intercept_dns) KIB_TRY(open_dns_listeners(ns_fd, p, l));
   return l;
 }
 
@@ -108,14 +114,45 @@ Status Attachment::remove_stale(const std::string& path, const AttachParams& par
 
 Status Attachment::update(const RulesetPolicy& policy) {
   RulesetPolicy previous = std::move(params_.policy);
+  const TproxyPorts previous_ports = ports_;
   params_.policy = policy;
+  // DNS listeners are opened before the table points at them, and closed only after
+  // it no longer does (fail closed: TPROXY to a port with no listener drops).
+  Listeners opened;
+  const bool listening = ports_.tcp != 0;  // open() ran
+  if (policy.intercept_dns && listening && ports_.dns_udp == 0) {
+    if (Status st = open_dns_listeners(ns_.fd(), params_, opened); !st.ok()) {
+      params_.policy = std::move(previous);
+      return st;
+    }
+    ports_.dns_udp = opened.dns_udp.port;
+    ports_.dns_tcp = opened.dns_tcp.port;
+  } else if (!policy.intercept_dns) {
+    ports_.dns_udp = ports_.dns_tcp = 0;
+  }
   Status st = apply_table();
-  // A failed transaction changed nothing in the kernel: keep describing what is there.
-  if (!st.ok()) params_.policy = std::move(previous);
+  if (!st.ok()) {
+    // A failed transaction changed nothing in the kernel: keep describing what is
+    // there (the listeners opened for it close here).
+    params_.policy = std::move(previous);
+    ports_ = previous_ports;
+    return st;
+  }
+  if (opened.dns_udp.port != 0) {
+    listeners_.dns_udp = std::move(opened.dns_udp);
+    listeners_.dns_tcp = std::move(opened.dns_tcp);
+  } else if (!policy.intercept_dns) {
+    listeners_.dns_udp = ListenerSet{};  // those still held here; the caller closes those it took
+    listeners_.dns_tcp = ListenerSet{};
+  }
+  coverage_shrank_ = !policy.covers_all_of(previous);
   return st;
 }
 
 Status Attachment::end_uncovered_time_wait() const {
+  // The sweep dumps the kernel's TCP table, shared by every namespace (~3 ms here, half
+  // an update's CPU): skipped when the update took no destination away.
+  if (!coverage_shrank_) return {};
   const RulesetPolicy& policy = params_.policy;
   return end_relayed_time_wait(ns_.fd(), [&](const Prefix& local, uint16_t port) {
     return policy.intercepts_tcp(local, port);
@@ -133,6 +170,8 @@ Status Attachment::detach() {
 Status Attachment::check() const {
   if (!ns_.alive()) return make_error(Code::failed_precondition, "network namespace " + ns_.path() + " is gone");
   auto listed = run_nft(ns_.fd(), kListTable);
+  // Out of fds or processes: nothing is known about the table (no helper to ask).
+  if (!listed.ok() && listed.error().code == Code::resource_exhausted) return std::move(listed).error();
   if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
   if (!table_listing_) return make_error(Code::failed_precondition, "nftables table not verified (written concurrently)");
   if (*listed != *table_listing_) return make_error(Code::failed_precondition, "nftables table changed");

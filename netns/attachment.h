@@ -27,7 +27,10 @@ inline constexpr uint32_t kDefaultRulePriority = 100;
 
 struct AttachParams {
   RulesetPolicy policy;
-  unsigned listeners_per_family = 1;  // = data-plane loops (SO_REUSEPORT siblings)
+  // TCP listeners per family, SO_REUSEPORT siblings: one per data-plane loop that
+  // accepts this Workspace's connections. DNS has one per family and protocol, and
+  // only while the policy has resolvers.
+  unsigned listeners_per_family = 1;
   // TCP congestion control of the agent's guest-facing sockets; empty: the namespace's.
   std::string guest_congestion_control;
   uint32_t mark = kDefaultMark;
@@ -37,8 +40,8 @@ struct AttachParams {
 
 struct Listeners {
   ListenerSet tcp;      // covered TCP; getsockname() on an accepted fd = original dst
-  ListenerSet dns_udp;  // intercepted DNS/UDP; original dst in IP(V6)_RECVORIGDSTADDR
-  ListenerSet dns_tcp;  // intercepted DNS/TCP
+  ListenerSet dns_udp;  // intercepted DNS/UDP; original dst in IP(V6)_RECVORIGDSTADDR (port 0: none)
+  ListenerSet dns_tcp;  // intercepted DNS/TCP (port 0: none)
 };
 
 class Attachment {
@@ -61,11 +64,15 @@ class Attachment {
   // no longer attaches (e.g. a Workspace deleted while the agent was down).
   static Status remove_stale(const std::string& path, const AttachParams& params);
 
-  // Swaps the table for the new policy in one transaction.
+  // Swaps the table for the new policy in one transaction. A policy that gains
+  // resolvers gets DNS listeners first (take_listeners() hands them over after);
+  // one that loses them stops pointing at them, then closes those still held here
+  // (those taken are the caller's to close, now that nothing reaches them).
   Status update(const RulesetPolicy& policy);
   // After an update: ends the TIME_WAIT sockets of relayed connections whose
   // destination the policy no longer covers (time_wait_sweep.h), so the guest can
-  // reach it directly from the same port at once.
+  // reach it directly from the same port at once. Nothing to do (and no kernel dump)
+  // when the update covers all the policy before it did.
   Status end_uncovered_time_wait() const;
 
   // Removes the table, the rules and routes; closes the listeners still held here;
@@ -97,7 +104,8 @@ class Attachment {
   // Why a live family is not enforced, or empty.
   const std::string& family_error() const { return family_error_; }
 
-  // Moves the listener fds to the caller (the data plane); ports() stays valid.
+  // Moves the listener fds held here to the caller (the data plane): after open(),
+  // all of them; after update(), the DNS ones it opened. ports() stays valid.
   Listeners take_listeners();
   TproxyPorts ports() const { return ports_; }
   const RulesetPolicy& policy() const { return params_.policy; }
@@ -120,6 +128,9 @@ class Attachment {
   // nullopt when another transaction interleaved (the content is then unknown, and
   // check() reports it so that a repair writes the table again).
   std::optional<std::string> table_listing_;
+  // Whether the last update() left a destination uncovered that the policy before it
+  // covered (end_uncovered_time_wait() has work only then).
+  bool coverage_shrank_ = false;
   RoutingState routing_state_;  // what the last install_routing left
   std::string family_error_;    // its error, when a live family is not enforced
   Families listening_;          // families the listeners were opened for

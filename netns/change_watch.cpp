@@ -34,7 +34,7 @@ Result<UniqueFd> subscribe(int protocol, std::initializer_list<unsigned> groups)
   UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol));
   if (!fd) {
     int err = errno;
-    return errno_error("netlink socket", err, out_of_resources(err) ? Code::resource_exhausted : Code::internal);
+    return errno_error("netlink socket", err);
   }
   int rcvbuf = kReceiveBuffer;
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0)
@@ -181,7 +181,7 @@ Result<ChangeWatchSet> ChangeWatchSet::create() {
   UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
   if (!ep) {
     int err = errno;
-    return errno_error("epoll_create1", err, out_of_resources(err) ? Code::resource_exhausted : Code::internal);
+    return errno_error("epoll_create1", err);
   }
   return ChangeWatchSet(std::move(ep));
 }

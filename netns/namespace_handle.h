@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,10 +17,18 @@ namespace kib::netns {
 class NamespaceHandle {
  public:
   // invalid_argument when the path is not a network namespace, failed_precondition
-  // when it does not exist.
+  // when it does not exist, resource_exhausted when the agent is out of fds.
   static Result<NamespaceHandle> open(const std::string& path);
 
-  int fd() const { return fd_.get(); }
+  NamespaceHandle(NamespaceHandle&&) = default;
+  NamespaceHandle& operator=(NamespaceHandle&&) = default;
+  NamespaceHandle(const NamespaceHandle&) = delete;  // one owner; shared_fd() to share the fd
+  NamespaceHandle& operator=(const NamespaceHandle&) = delete;
+
+  int fd() const { return fd_ ? fd_->get() : -1; }  // -1 once moved from
+  // The fd itself, for a holder that may outlive this handle (the DNS service opens
+  // reply sockets in the namespace): one fd per namespace, however many hold it.
+  std::shared_ptr<const UniqueFd> shared_fd() const { return fd_; }
   const std::string& path() const { return path_; }
   dev_t dev() const { return dev_; }
   ino_t ino() const { return ino_; }
@@ -29,8 +38,8 @@ class NamespaceHandle {
 
  private:
   NamespaceHandle(UniqueFd fd, std::string path, dev_t dev, ino_t ino)
-      : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
-  UniqueFd fd_;
+      : fd_(std::make_shared<const UniqueFd>(std::move(fd))), path_(std::move(path)), dev_(dev), ino_(ino) {}
+  std::shared_ptr<const UniqueFd> fd_;  // null once moved from
   std::string path_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;

@@ -120,7 +120,7 @@ inline Result<NlSocket> connect_netlink(int protocol) {
     // libnl reports a failed socket() (EMFILE) as "Unspecific failure"; errno has it.
     const int sys = errno;
     if (err == -NLE_FAILURE && sys != 0)
-      return errno_error("open a netlink socket", sys, out_of_resources(sys) ? Code::resource_exhausted : Code::internal);
+      return errno_error("open a netlink socket", sys);
     return nl_error("netlink connect", err);
   }
   return sk;

@@ -43,6 +43,21 @@ Status recv_all(int sock, char* data, size_t len) {
   return {};
 }
 
+// A message of one header buffer with room for one fd in its control data.
+struct FdMessage {
+  iovec iov;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  explicit FdMessage(Header& h) : iov{h.data(), sizeof h} {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;  // msg points into this object
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
 Result<std::string> recv_text(int sock, uint32_t len) {
   if (len > kMaxText) return make_error(Code::internal, "nft helper frame too large");
   std::string s(len, '\0');
@@ -55,20 +70,14 @@ Result<std::string> recv_text(int sock, uint32_t len) {
 Status send_nft_request(int sock, int ns_fd, const NftRequest& req) {
   Header h{static_cast<uint32_t>(req.op), static_cast<uint32_t>(req.text.size()),
            static_cast<uint32_t>(req.list.size())};
-  iovec iov{h.data(), sizeof h};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  FdMessage m(h);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &ns_fd, sizeof ns_fd);
   ssize_t n;
-  do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  do n = ::sendmsg(sock, &m.msg, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n < 0) return peer_error("send to nft helper", errno);
   // The fd went with the first byte; the rest of the header is plain data.
@@ -79,19 +88,13 @@ Status send_nft_request(int sock, int ns_fd, const NftRequest& req) {
 
 Result<std::pair<UniqueFd, NftRequest>> recv_nft_request(int sock) {
   Header h{};
-  iovec iov{h.data(), sizeof h};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  FdMessage m(h);
   ssize_t n;
-  do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  do n = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n <= 0) return peer_error("receive from agent", n < 0 ? errno : 0);
   UniqueFd ns;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c), sizeof fd);

@@ -67,4 +67,35 @@ bool RulesetPolicy::intercepts_tcp(const Prefix& host, uint16_t port) const {
   return false;
 }
 
+namespace {
+
+bool ports_within(const std::vector<PortRange>& inner, const std::vector<PortRange>& outer) {
+  if (outer.empty()) return true;  // every port
+  if (inner.empty()) return false;
+  for (const auto& span : inner) {
+    bool inside = false;
+    for (const auto& o : outer) inside = inside || (span.first >= o.first && span.last <= o.last);
+    if (!inside) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool RulesetPolicy::covers_all_of(const RulesetPolicy& before) const {
+  if (before.intercept_dns && !intercept_dns) return false;
+  if (before.mode != NetworkMode::public_internet) return true;  // only DNS was intercepted
+  for (const auto& old : before.routes) {
+    for (const auto& d : old.destinations) {
+      bool covered = false;
+      for (const auto& r : routes) {
+        if (mode != NetworkMode::public_internet || !ports_within(old.ports, r.ports)) continue;
+        for (const auto& n : r.destinations) covered = covered || n.contains(d);
+      }
+      if (!covered) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace kib::netns

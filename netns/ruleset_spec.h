@@ -50,6 +50,10 @@ struct RulesetPolicy {
   // host:port to the agent (tproxy): a covered route in public_internet mode, or DNS
   // when intercepted. host is a host prefix.
   bool intercepts_tcp(const Prefix& host, uint16_t port) const;
+  // Whether every TCP destination and port `before` intercepts is intercepted here
+  // too. Sufficient, not exact: true only when each of before's (prefix, ports)
+  // entries lies within one entry here; false may be a superset written otherwise.
+  bool covers_all_of(const RulesetPolicy& before) const;
 };
 
 // Ports of the transparent listeners in the namespace. 0 means "no listener yet":

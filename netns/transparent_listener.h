@@ -17,7 +17,8 @@ namespace kib::netns {
 enum class Transport { tcp, udp };
 
 // `count` sockets per family sharing one port through SO_REUSEPORT (one per
-// data-plane loop): v4 bound to 0.0.0.0:port, v6 to [::]:port with IPV6_V6ONLY.
+// data-plane loop that accepts for the Workspace): v4 bound to 0.0.0.0:port, v6
+// to [::]:port with IPV6_V6ONLY.
 // v6 is empty on a kernel without IPv6; IPv6 turned off by sysctl in the namespace
 // (disable_ipv6) does not keep the v6 sockets from opening, so they are there when
 // it is turned on later.

@@ -235,10 +235,12 @@ Status parse_dataplane(const Node& root, DataplaneConfig& d) {
   const Node n = root["dataplane"];
   if (!present(n)) return {};
   const std::string p = "dataplane";
-  KIB_TRY(check_map(n, p, {"threads", "max_connections", "max_connections_per_workspace", "connect_timeout",
+  KIB_TRY(check_map(n, p, {"threads", "workspace_loops", "max_connections", "max_connections_per_workspace", "connect_timeout",
                            "handshake_timeout", "idle_timeout", "guest_congestion_control",
                            "direct_descriptors", "splice_coalesce_us"}));
   KIB_TRY(with_scalar(n, p, "threads", [&](const std::string& s) { return parse_uint_into(s, 0, 1024, d.threads); }));
+  KIB_TRY(with_scalar(n, p, "workspace_loops",
+                      [&](const std::string& s) { return parse_uint_into(s, 1, 1024, d.workspace_loops); }));
   KIB_TRY(with_scalar(n, p, "max_connections",
                       [&](const std::string& s) { return parse_uint_into(s, 1, 10000000, d.max_connections); }));
   KIB_TRY(with_scalar(n, p, "max_connections_per_workspace", [&](const std::string& s) {

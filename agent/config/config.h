@@ -39,6 +39,11 @@ struct EgressConfig {
 
 struct DataplaneConfig {
   uint32_t threads = 0;  // 0 = one loop per core
+  // Loops that accept each Workspace's relayed TCP (one SO_REUSEPORT listener per
+  // family on each): at least 1; more than there are loops means all of them.
+  // Workspaces are spread over the loops, so the default still uses every core
+  // while a Workspace costs one listener per family.
+  uint32_t workspace_loops = 1;
   uint32_t max_connections = 100000;
   uint32_t max_connections_per_workspace = 20000;
   std::chrono::seconds connect_timeout{10};

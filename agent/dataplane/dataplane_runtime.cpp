@@ -93,6 +93,12 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
     KIB_TRY(w->start());
     rt->workers_.push_back(std::move(w));
   }
+  // More than there are loops means all of them (the count of cores differs between
+  // hosts; the config check cannot know it).
+  rt->workspace_loops_ = std::clamp(config.dataplane.workspace_loops, 1u, n);
+  rt->loop_workspaces_.assign(n, 0);
+  spdlog::info("data plane: {} loops; each Workspace's connections are accepted on {} of them", n,
+               rt->workspace_loops_);
   return rt;
 }
 
@@ -146,6 +152,24 @@ void DataplaneRuntime::egress_deleted(const std::string& egress_id) {
   egress_acks_.erase(egress_id);
 }
 
+std::vector<unsigned> DataplaneRuntime::place_workspace() {
+  std::vector<unsigned> order(loop_workspaces_.size());
+  for (unsigned i = 0; i < order.size(); ++i) order[i] = i;
+  // Least loaded by Workspace count first (lowest index among equals): thousands of
+  // Workspaces spread evenly, and one Workspace's loops are distinct.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](unsigned a, unsigned b) { return loop_workspaces_[a] < loop_workspaces_[b]; });
+  order.resize(workspace_loops_);
+  std::sort(order.begin(), order.end());
+  for (unsigned i : order) ++loop_workspaces_[i];
+  return order;
+}
+
+void DataplaneRuntime::unplace_workspace(const std::vector<unsigned>& loops) {
+  for (unsigned i : loops)
+    if (i < loop_workspaces_.size() && loop_workspaces_[i] > 0) --loop_workspaces_[i];
+}
+
 Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, const std::string& netns,
                                            const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) {
   auto routes = policy::RouteMatcher::compile(policy);
@@ -155,6 +179,7 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
   plan->policy_revision = policy.revision();
   plan->routes = std::move(routes.value());
   bool fresh = false;
+  std::vector<unsigned> loops;  // a fresh Workspace's accepting loops
   {
     std::lock_guard lk(mu_);
     auto& e = workspaces_[workspace_id];
@@ -162,40 +187,52 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
     if (fresh) {
       e.stats = std::make_shared<WorkspaceStats>();
       e.acked.assign(workers_.size(), 0);
+      e.loops = place_workspace();
+      loops = e.loops;
     }
     plan->stats = e.stats;
   }
   WorkspaceListeners listeners;
   if (fresh) {
-    auto l = attacher_.attach(workspace_id, netns, policy, loops());
+    auto l = attacher_.attach(workspace_id, netns, policy, static_cast<unsigned>(loops.size()));
     if (!l.ok()) {
       std::lock_guard lk(mu_);
+      unplace_workspace(loops);
       workspaces_.erase(workspace_id);
       return std::move(l).error();
     }
     listeners = std::move(l.value());
+    std::string named;
+    for (unsigned i : loops) named += (named.empty() ? "" : ", ") + std::to_string(i);
+    spdlog::debug("workspace {}: its connections are accepted on loop {}", workspace_id, named);
   } else {
-    Status st = attacher_.update(workspace_id, policy);
+    auto l = attacher_.update(workspace_id, policy);
     std::lock_guard lk(mu_);
-    workspaces_[workspace_id].error = st.ok() ? std::string() : st.error().message;
-    if (!st.ok()) return st;
+    workspaces_[workspace_id].error = l.ok() ? std::string() : l.error().message;
+    if (!l.ok()) return std::move(l).error();
+    listeners = std::move(l.value());
   }
   {
     std::lock_guard lk(mu_);
     workspaces_[workspace_id].policy = policy;
   }
   if (dns_) {
+    // Listeners come when the policy gains resolvers; a policy without them closes
+    // the DNS side, now that the rules no longer point at its listeners.
     dns::DnsListeners dl{std::move(listeners.dns_udp), std::move(listeners.dns_tcp)};
-    Status st = dns_->apply_workspace_at(workspace_id, netns, policy, std::move(dl));
+    Status st = dns_->apply_workspace(workspace_id, std::move(listeners.netns), policy, std::move(dl));
     if (!st.ok()) {
       std::lock_guard lk(mu_);
       workspaces_[workspace_id].error = "dns: " + st.error().message;
     }
   }
+  // Every loop gets the plan (its acks make applied_revision); those that accept
+  // for the Workspace get its listeners too.
   for (unsigned i = 0; i < workers_.size(); ++i) {
     std::shared_ptr<UniqueFd> v4, v6;
-    if (i < listeners.v4.size()) v4 = std::make_shared<UniqueFd>(std::move(listeners.v4[i]));
-    if (i < listeners.v6.size()) v6 = std::make_shared<UniqueFd>(std::move(listeners.v6[i]));
+    auto j = static_cast<size_t>(std::find(loops.begin(), loops.end(), i) - loops.begin());
+    if (j < listeners.v4.size()) v4 = std::make_shared<UniqueFd>(std::move(listeners.v4[j]));
+    if (j < listeners.v6.size()) v6 = std::make_shared<UniqueFd>(std::move(listeners.v6[j]));
     workers_[i]->apply_workspace(plan, v4, v6, drain_seconds);
   }
   return {};
@@ -204,7 +241,10 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
 void DataplaneRuntime::forget_workspace(const std::string& workspace_id, bool remove_rules) {
   {
     std::lock_guard lk(mu_);
-    if (workspaces_.erase(workspace_id) == 0) return;
+    auto it = workspaces_.find(workspace_id);
+    if (it == workspaces_.end()) return;
+    unplace_workspace(it->second.loops);
+    workspaces_.erase(it);
   }
   if (remove_rules) attacher_.detach(workspace_id);
   else attacher_.release(workspace_id);
@@ -250,10 +290,16 @@ void DataplaneRuntime::workspaces_repaired() {
       spdlog::warn("workspace {}: {} (changed behind the agent's back); put back", id, r.missing);
     } else if (!r.missing.empty()) {
       failed = r.missing + "; putting it back failed: " + r.reinstalled.error().message;
-      spdlog::warn("workspace {}: {} (retrying)", id, failed);
+    } else {
+      failed = std::move(r.unchecked);
     }
     std::lock_guard lk(mu_);
-    if (auto it = workspaces_.find(id); it != workspaces_.end()) it->second.repair_error = std::move(failed);
+    auto it = workspaces_.find(id);
+    if (it == workspaces_.end()) continue;
+    // Logged when it starts or changes, not every pass (out of fds, every Workspace's
+    // check fails each pass until fds return).
+    if (!failed.empty() && failed != it->second.repair_error) spdlog::warn("workspace {}: {} (retrying)", id, failed);
+    it->second.repair_error = std::move(failed);
   }
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // kib::Runtime backed by the io_uring data plane: one Worker (thread + ring) per
 // core, Egress revisions published to every worker, Workspaces attached through a
-// WorkspaceAttacher (netns/) and their listeners spread over the workers; the
-// Workspaces' DNS goes to the DNS service.
+// WorkspaceAttacher (netns/), each one's listeners on dataplane.workspace_loops of
+// the workers (the least loaded); the Workspaces' DNS goes to the DNS service.
 #include <atomic>
 #include <map>
 #include <memory>
@@ -57,7 +57,12 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
     std::vector<uint64_t> acked;  // policy revision per worker
     std::string error;
     std::string repair_error;  // the rules were removed and putting them back failed
+    std::vector<unsigned> loops;  // the workers that accept its connections
   };
+  // A fresh Workspace's accepting loops (workspace_loops_ of them, the least loaded),
+  // counted in loop_workspaces_; unplace_workspace gives them back. Under mu_.
+  std::vector<unsigned> place_workspace();
+  void unplace_workspace(const std::vector<unsigned>& loops);
 
   WorkspaceAttacher& attacher_;
   policy::EndpointAddressPolicy address_policy_;
@@ -71,6 +76,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
   std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker
   std::map<std::string, WorkspaceEntry> workspaces_;
+  unsigned workspace_loops_ = 1;        // config dataplane.workspace_loops, at most the loops
+  std::vector<size_t> loop_workspaces_;  // Workspaces each loop accepts for
 };
 
 }  // namespace kib::dataplane

@@ -22,6 +22,22 @@ std::chrono::steady_clock::time_point next_sweep(std::chrono::steady_clock::time
   return now + kSweepPeriod - kSweepPeriod * static_cast<int64_t>(key % 64) / 256;
 }
 
+// The listeners the attachment holds, handed to the data plane; the DNS ones come
+// with the namespace's fd (shared: the DNS service opens reply sockets there).
+WorkspaceListeners taken_listeners(netns::Attachment& a) {
+  netns::Listeners all = a.take_listeners();
+  WorkspaceListeners out;
+  out.v4 = std::move(all.tcp.v4);
+  out.v6 = std::move(all.tcp.v6);
+  for (auto* set : {&all.dns_udp, &all.dns_tcp}) {
+    auto& dst = set == &all.dns_udp ? out.dns_udp : out.dns_tcp;
+    for (auto& fd : set->v4) dst.push_back(std::move(fd));
+    for (auto& fd : set->v6) dst.push_back(std::move(fd));
+  }
+  if (!out.dns_udp.empty() || !out.dns_tcp.empty()) out.netns = a.ns().shared_fd();
+  return out;
+}
+
 // What the agent installs (AttachParams' defaults, as attach() uses them).
 netns::WatchedObjects watched_objects() { return {netns::kTableName, netns::kDefaultRouteTable}; }
 
@@ -46,7 +62,7 @@ Status NetnsAttacher::attachable(uint64_t dev, uint64_t ino) const {
 
 Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id, const std::string& netns,
                                                  const ::kibotos::ctrl::v1::NetworkPolicy& policy,
-                                                 unsigned loops) {
+                                                 unsigned tcp_listeners) {
   auto rp = netns::ruleset_policy_from_proto(policy);
   if (!rp.ok()) return std::move(rp).error();
   auto ns = netns::NamespaceHandle::open(netns);
@@ -58,19 +74,11 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
                  "netns " + netns + ": its network namespace is already attached to workspace " + holder};
   netns::AttachParams params;
   params.policy = std::move(rp.value());
-  params.listeners_per_family = loops;
+  params.listeners_per_family = tcp_listeners;
   params.guest_congestion_control = guest_congestion_control_;
   auto a = netns::Attachment::attach(std::move(*ns), params);
   if (!a.ok()) return std::move(a).error();
-  netns::Listeners all = a->take_listeners();
-  WorkspaceListeners out;
-  out.v4 = std::move(all.tcp.v4);
-  out.v6 = std::move(all.tcp.v6);
-  for (auto* set : {&all.dns_udp, &all.dns_tcp}) {
-    auto& dst = set == &all.dns_udp ? out.dns_udp : out.dns_tcp;
-    for (auto& fd : set->v4) dst.push_back(std::move(fd));
-    for (auto& fd : set->v6) dst.push_back(std::move(fd));
-  }
+  WorkspaceListeners out = taken_listeners(*a);
   // Opened after the writes above, outside mu_ (a thread enters the namespace); the
   // first repair checks the namespace whatever the watch reports.
   auto w = watches_ ? netns::ChangeWatch::open(a->ns().fd(), watched_objects())
@@ -124,7 +132,8 @@ std::string NetnsAttacher::holder_of(const netns::NamespaceHandle& ns, const std
   return {};
 }
 
-Status NetnsAttacher::update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) {
+Result<WorkspaceListeners> NetnsAttacher::update(const std::string& workspace_id,
+                                                 const ::kibotos::ctrl::v1::NetworkPolicy& policy) {
   auto rp = netns::ruleset_policy_from_proto(policy);
   if (!rp.ok()) return std::move(rp).error();
   std::lock_guard lk(mu_);
@@ -134,7 +143,7 @@ Status NetnsAttacher::update(const std::string& workspace_id, const ::kibotos::c
   // The policy is in force either way; a sweep that failed is logged.
   if (Status st = it->second.attachment.end_uncovered_time_wait(); !st.ok())
     spdlog::warn("workspace {}: {}", workspace_id, st.error().message);
-  return {};
+  return taken_listeners(it->second.attachment);
 }
 
 void NetnsAttacher::detach(const std::string& workspace_id) {
@@ -249,11 +258,17 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
     if (gen.ok()) e.checked_generation = *gen;
     return {};
   }
+  // A check that could not run (no fd for a socket, no helper) says nothing about the
+  // namespace: nothing is put back, and it is checked again next pass.
+  if (checked.error().code == Code::resource_exhausted) {
+    e.changed = true;
+    return {{}, {}, "could not check its rules: " + checked.error().message};
+  }
   // Checked again next pass whether putting it back works or not. The generation is
   // left as it was: the next check lists the table put back once more, which also
   // covers a write that another transaction interleaved with.
   e.changed = true;
-  return {checked.error().message, e.attachment.reinstall()};
+  return {checked.error().message, e.attachment.reinstall(), {}};
 }
 
 }  // namespace kib::dataplane

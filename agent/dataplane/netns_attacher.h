@@ -21,8 +21,10 @@ class NetnsAttacher final : public WorkspaceAttacher {
   // start by DataplaneRuntime::create).
   explicit NetnsAttacher(std::string guest_congestion_control = {});
   Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
-                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy, unsigned loops) override;
-  Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
+                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy,
+                                    unsigned tcp_listeners) override;
+  Result<WorkspaceListeners> update(const std::string& workspace_id,
+                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
   void detach(const std::string& workspace_id) override;
   void release(const std::string& workspace_id) override;
   bool moved(const std::string& workspace_id) const override;

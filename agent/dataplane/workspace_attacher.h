@@ -1,6 +1,8 @@
 #pragma once
 // What the data plane needs from the namespace side (netns/): install interception
-// for a Workspace and hand over its transparent listeners, one per loop and family.
+// for a Workspace and hand over its transparent listeners: TCP ones for the loops
+// that accept its connections, DNS ones while its policy has resolvers.
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,24 +15,33 @@
 namespace kib::dataplane {
 
 struct WorkspaceListeners {
-  // Listening TCP sockets; the data plane's loop i accepts on v4[i] and v6[i] (any
-  // missing index: that loop does not accept on that family).
+  // Listening TCP sockets, as many per family as attach() was asked for; the i-th
+  // of the Workspace's loops accepts on v4[i] and v6[i] (a missing index: it does
+  // not accept on that family).
   std::vector<UniqueFd> v4;
   std::vector<UniqueFd> v6;
-  // Intercepted DNS (UDP and TCP, both families), for the DNS service.
+  // Intercepted DNS (UDP and TCP, both families), for the DNS service; empty when
+  // the policy has no resolvers.
   std::vector<UniqueFd> dns_udp;
   std::vector<UniqueFd> dns_tcp;
+  // The namespace, shared with the attacher (no second fd), where the DNS service
+  // opens its reply sockets; set along with DNS listeners.
+  std::shared_ptr<const UniqueFd> netns;
 };
 
 class WorkspaceAttacher {
  public:
   virtual ~WorkspaceAttacher() = default;
-  // First time for a Workspace: install the rules and open the listeners.
+  // First time for a Workspace: install the rules and open the listeners
+  // (tcp_listeners per family).
   virtual Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
                                             const ::kibotos::ctrl::v1::NetworkPolicy& policy,
-                                            unsigned loops) = 0;
-  // The policy changed: replace the rules (listeners stay).
-  virtual Status update(const std::string& workspace_id, const ::kibotos::ctrl::v1::NetworkPolicy& policy) = 0;
+                                            unsigned tcp_listeners) = 0;
+  // The policy changed: replace the rules. The TCP listeners stay; DNS ones are
+  // opened (and returned) when the policy gains resolvers. When it loses them the
+  // rules stop pointing at the DNS listeners, which the caller then closes.
+  virtual Result<WorkspaceListeners> update(const std::string& workspace_id,
+                                            const ::kibotos::ctrl::v1::NetworkPolicy& policy) = 0;
   // Removes everything installed for the Workspace.
   virtual void detach(const std::string& workspace_id) = 0;
   // Forgets the Workspace's namespace, leaving what was installed there.
@@ -49,8 +60,9 @@ class WorkspaceAttacher {
   // reload, a rule inserted into the table). Empty when nothing was missing, or the
   // namespace is gone (moved() covers that).
   struct Repair {
-    std::string missing;  // what check found missing or changed
-    Status reinstalled;   // whether putting it back worked
+    std::string missing;    // what check found missing or changed
+    Status reinstalled;     // whether putting it back worked
+    std::string unchecked;  // why the check could not run (the agent is out of fds): retried
   };
   virtual Repair repair(const std::string& /*workspace_id*/) { return {}; }
   // repair() of the Workspaces that may need it (a change reported in their namespace,

@@ -1,6 +1,5 @@
 #include "agent/dns/dns_service.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,7 +28,7 @@ struct DnsService::Engine {
   }
 
   struct Workspace {
-    std::shared_ptr<UniqueFd> netns;
+    std::shared_ptr<const UniqueFd> netns;
     std::unique_ptr<WorkspaceDns> dns;
   };
 
@@ -117,26 +116,26 @@ void DnsService::delete_egress(const std::string& egress_id) {
   });
 }
 
-Status DnsService::apply_workspace(const std::string& workspace_id, int netns_fd,
+Status DnsService::apply_workspace(const std::string& workspace_id, std::shared_ptr<const UniqueFd> ns,
                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners) {
   auto routes = resolver_routes(policy);
   if (!routes.ok()) return std::move(routes).error();
-  std::shared_ptr<UniqueFd> ns;
-  if (netns_fd >= 0) {
-    ns = std::make_shared<UniqueFd>(fcntl(netns_fd, F_DUPFD_CLOEXEC, 0));
-    if (!*ns) return make_error(Code::resource_exhausted, "dup of the namespace fd failed");
-  }
   auto shared_listeners = std::make_shared<DnsListeners>(std::move(listeners));
   auto shared_routes = std::make_shared<std::vector<ResolverRoute>>(std::move(*routes));
   Engine* e = engine_.get();
   const uint64_t revision = policy.revision();
   loop_->post([e, workspace_id, ns, shared_listeners, shared_routes, revision] {
     auto it = e->workspaces.find(workspace_id);
+    if (shared_routes->empty()) {
+      // No resolvers: nothing to serve, and the rules no longer reach the listeners.
+      if (it != e->workspaces.end()) e->workspaces.erase(it);
+      return;
+    }
     if (it == e->workspaces.end()) {
-      if (!ns) return;  // never attached: nothing to serve
+      if (!ns) return;  // never given listeners: nothing to serve
       Engine::Workspace ws;
       ws.netns = ns;
-      std::shared_ptr<UniqueFd> ns_for_replies = ns;
+      std::shared_ptr<const UniqueFd> ns_for_replies = ns;
       auto opener = [ns_for_replies](const SocketAddress& asked) -> Result<UniqueFd> {
         sockaddr_storage ss;
         const socklen_t len = asked.to_sockaddr(ss);
@@ -157,10 +156,10 @@ Status DnsService::apply_workspace(const std::string& workspace_id, int netns_fd
 
 Status DnsService::apply_workspace_at(const std::string& workspace_id, const std::string& netns_path,
                                       const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners) {
-  if (listeners.udp.empty() && listeners.tcp.empty()) return apply_workspace(workspace_id, -1, policy, {});
+  if (listeners.udp.empty() && listeners.tcp.empty()) return apply_workspace(workspace_id, nullptr, policy, {});
   auto ns = netns::NamespaceHandle::open(netns_path);
   if (!ns.ok()) return std::move(ns).error();
-  return apply_workspace(workspace_id, ns->fd(), policy, std::move(listeners));
+  return apply_workspace(workspace_id, ns->shared_fd(), policy, std::move(listeners));
 }
 
 DnsListeners dns_listeners_from(netns::Listeners&& l) {

@@ -58,11 +58,13 @@ class DnsService {
   void publish_egress(relay::DialTargetPtr target, uint32_t drain_seconds);
   // Channels through it close at once.
   void delete_egress(const std::string& egress_id);
-  // A Workspace's policy. The first call for a workspace passes its namespace (a
-  // borrowed fd, duplicated here, for the reply sockets) and its DNS listeners;
-  // later calls pass no listeners. A policy without resolvers keeps nothing.
+  // A Workspace's policy. The call that brings its DNS listeners (the first with
+  // resolvers) passes its namespace too (shared with its holder, for the reply
+  // sockets); later calls pass neither. A policy without resolvers keeps nothing:
+  // what the workspace had (listeners included) closes, so the caller sends it once
+  // the namespace's rules no longer point at those listeners.
   // invalid_argument for a resolver address that is not ip:port.
-  Status apply_workspace(const std::string& workspace_id, int netns_fd,
+  Status apply_workspace(const std::string& workspace_id, std::shared_ptr<const UniqueFd> netns,
                          const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners);
   // The same with the namespace given by path (opened here, for the reply sockets).
   Status apply_workspace_at(const std::string& workspace_id, const std::string& netns_path,

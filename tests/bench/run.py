@@ -27,7 +27,7 @@ SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # proc_handles
 
-from benchlib import kibotos, measure, peers, readme, report  # noqa: E402
+from benchlib import kibotos, measure, peers, readme, report, tools  # noqa: E402
 from benchlib import lab as L  # noqa: E402
 
 PROFILES = {
@@ -76,13 +76,6 @@ class Bench:
         self.results = {"meta": {}, "socks_server": {}, "modes": {}, "not_measured": []}
 
     # -- setup -------------------------------------------------------------------------
-    def build_tools(self):
-        for name in ("client", "server"):
-            out = os.path.join(self.workdir, f"bench_{name}")
-            subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out,
-                            os.path.join(HERE, "tools", f"bench_{name}.c")], check=True, timeout=120)
-            self.tools[name] = out
-
     def check_time(self):
         if time.monotonic() > self.deadline:
             raise OutOfTime()
@@ -446,7 +439,7 @@ class Bench:
         self.wait_for_quiet()
         t0 = time.monotonic()
         self.results["meta"] = self.meta()
-        self.build_tools()
+        self.tools = tools.build_tools(self.workdir)
         log(f"lab {self.lab.tag}: building namespaces")
         self.lab.up()
         peers.start_destinations(self.lab, self.tools, max_seconds=self.p["max_minutes"] * 60 + 300)

@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # proc_ha
 
 import netns_pool  # noqa: E402
 import proc_handles  # noqa: E402
-from benchlib import kibotos, measure, peers  # noqa: E402
+from benchlib import kibotos, measure, peers, tools  # noqa: E402
 from benchlib import lab as L  # noqa: E402
 
 NS_PREFIX = "kbscl"
@@ -197,15 +197,8 @@ class Scale:
             raise OutOfTime()
 
     # -- setup ---------------------------------------------------------------------------
-    def build_tools(self):
-        for name in ("client", "server"):
-            out = os.path.join(self.workdir, f"bench_{name}")
-            subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out,
-                            os.path.join(HERE, "tools", f"bench_{name}.c")], check=True, timeout=120)
-            self.tools[name] = out
-
     def setup(self):
-        self.build_tools()
+        self.tools = tools.build_tools(self.workdir)
         netns_pool.remove_stale(NS_PREFIX)
         self.pool = netns_pool.NetnsPool(NS_PREFIX)
         log(f"lab {self.lab.tag}: building namespaces")
@@ -214,6 +207,18 @@ class Scale:
                                               str(self.args.max_minutes * 60 + 300)])
         peers.wait_listening(self.lab, self.lab.inet, peers.HTTP_PORT, proc=http)
         self.dante = peers.start_dante(self.lab, self.workdir)
+
+    def agent_with_workspace(self, name):
+        """A new agent, an Egress to dante and one Workspace on the lab's ws namespace
+        (the guest's connections to inet go through it), applied."""
+        agent = self.new_agent(name)
+        eid = agent.create_egress(SOCKS)
+        agent.egress_id = eid
+        agent.create_workspace(eid)
+        if not agent.wait_applied(30):
+            agent.kill()
+            raise RuntimeError(f"the lab's Workspace was not applied: {agent.status()}")
+        return agent, eid
 
     def new_agent(self, name):
         a = ScaleAgent(self.lab, self.args.agent, self.workdir, name, self.args.threads,
@@ -408,16 +413,11 @@ class Scale:
     # -- connections ---------------------------------------------------------------------------
     def run_connections(self):
         k = self.args.connections
-        agent = self.new_agent("connections")
+        agent, eid = self.agent_with_workspace("connections")
         res = {"wanted": k}
         self.results["connections"] = res
         holder = None
         try:
-            eid = agent.create_egress(SOCKS)
-            agent.egress_id = eid
-            agent.create_workspace(eid)
-            if not agent.wait_applied(30):
-                raise RuntimeError(f"the Workspace was not applied: {agent.status()}")
             pid = agent.pid
             time.sleep(1)
             rss0, fds0, slots0 = peers.rss_kib(pid), proc_handles.open_fds(pid), proc_handles.ring_slots(pid)
@@ -487,7 +487,7 @@ class Scale:
         (bounded by --churn-seconds): the issue's "a flood of creates/deletes never stalls
         the other Workspaces' data plane"."""
         n = self.args.churn
-        agent = self.new_agent("churn")
+        agent, eid = self.agent_with_workspace("churn")
         res = {"workspaces": n}
         self.results["churn"] = res
         stop = threading.Event()
@@ -514,11 +514,6 @@ class Scale:
                         ops["errors"] += 1
         th = None
         try:
-            eid = agent.create_egress(SOCKS)
-            agent.egress_id = eid
-            agent.create_workspace(eid)
-            if not agent.wait_applied(30):
-                raise RuntimeError(f"Workspace A was not applied: {agent.status()}")
             paths.extend(self.pool.add(n))
             lat_n = self.args.churn_latency_n
             res["quiet"] = measure.latency(self.lab, self.tools, lat_n, [agent.pid])

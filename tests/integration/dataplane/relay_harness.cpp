@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--allow") cfg.egress.allowed_special_purpose_cidrs.push_back(v);
     else if (k == "--threads") cfg.dataplane.threads = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--workspace-loops") cfg.dataplane.workspace_loops = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--resolver") cfg.egress.resolvers.push_back(v);
     else if (k == "--idle") cfg.dataplane.idle_timeout = std::chrono::seconds(std::stoul(v));
     else if (k == "--handshake-timeout") cfg.dataplane.handshake_timeout = std::chrono::seconds(std::stoul(v));

@@ -243,3 +243,67 @@ def test_a_policy_without_resolvers_has_no_dns_status(dns_env):
     assert field(policy_status(agent, wid), "dns") is None
     samples = agent.metrics()
     assert not [k for k in samples if k[0].startswith("kibotos_dns_")], samples
+
+
+# -- DNS listeners only while the policy has resolvers (issue 26, fds per Workspace) --
+def namespace_sockets(lab, ws):
+    """(listening TCP, bound UDP) sockets in the Workspace namespace: the agent's
+    transparent listeners (nothing else listens there in this lab)."""
+    return (lab.run(ws.ws, "ss", "-Hltn").stdout.splitlines(), lab.run(ws.ws, "ss", "-Hlun").stdout.splitlines())
+
+
+def agent_table(lab, ws):
+    return lab.run(ws.ws, "nft", "list", "table", "inet", "kibotos").stdout
+
+
+def update_resolvers(agent, wid, resolvers):
+    status, body = agent.call("kibotos.ctrl.v1.WorkspaceService/GetWorkspace", {"workspace_id": wid})
+    assert status == 200, (status, body)
+    current = body["workspace"]
+    revision = num(field(current, "network_policy"), "revision")
+    call(agent, "kibotos.ctrl.v1.WorkspaceService/UpdateNetworkPolicy", {
+        "workspace_id": wid, "expected_revision": str(revision),
+        "network_policy": {"mode": "NETWORK_MODE_PUBLIC_INTERNET", "resolvers": resolvers},
+    })
+    dx.labmod.wait_for(lambda: num(policy_status(agent, wid), "applied_revision") == revision + 1, timeout=10,
+                       what="policy applied")
+
+
+def test_a_workspace_without_resolvers_holds_no_dns_listener(env):
+    lab, ws, agent, upstream, up4 = env
+    wid = workspace_id(create_workspace(agent, ws, []))
+    dx.labmod.wait_for(lambda: num(policy_status(agent, wid), "applied_revision") == 1, timeout=10,
+                       what="policy applied")
+    tcp, udp = namespace_sockets(lab, ws)
+    assert len(tcp) == 2, tcp  # the relay's, v4 + v6
+    assert udp == [], udp
+    assert "dport 53" not in agent_table(lab, ws)
+
+
+def test_an_update_that_adds_resolvers_serves_dns_and_one_that_removes_them_closes_its_listeners(env):
+    lab, ws, agent, upstream, up4 = env
+    asked = lab.internet_v4(99)  # nothing answers DNS there but the agent
+    wid = workspace_id(create_workspace(agent, ws, []))
+    dx.labmod.wait_for(lambda: num(policy_status(agent, wid), "applied_revision") == 1, timeout=10,
+                       what="policy applied")
+    assert dx.dig_short(lab, ws, asked, dx.TEST_NAME, timeout=1).startswith("rc=")
+
+    update_resolvers(agent, wid, [{"udp": {"address": f"{up4}:53"}}])
+    tcp, udp = namespace_sockets(lab, ws)
+    assert len(tcp) == 4 and len(udp) == 2, (tcp, udp)  # relay + DNS/TCP, DNS/UDP; v4 + v6 each
+    assert dx.dig_short(lab, ws, asked, dx.TEST_NAME) == dx.TEST_V4
+    assert dx.dig_short(lab, ws, asked, dx.TEST_NAME, tcp=True) == dx.TEST_V4
+    assert num(dns_status(agent, wid), "answers") == 2
+
+    update_resolvers(agent, wid, [])
+    assert "dport 53" not in agent_table(lab, ws)
+    # The DNS service closes them on its loop right after the rules stop pointing at them.
+    dx.labmod.wait_for(lambda: namespace_sockets(lab, ws)[1] == [], timeout=5, what="DNS/UDP listeners closed")
+    tcp, udp = namespace_sockets(lab, ws)
+    assert len(tcp) == 2, tcp
+    assert dns_status(agent, wid) is None
+    assert dx.dig_short(lab, ws, asked, dx.TEST_NAME, timeout=1).startswith("rc=")
+
+    # Back again: new listeners, DNS answered again.
+    update_resolvers(agent, wid, [{"udp": {"address": f"{up4}:53"}}])
+    assert dx.dig_short(lab, ws, asked, dx.TEST_NAME) == dx.TEST_V4

@@ -118,6 +118,7 @@ class AttachTool:
 
     def update(self, policy):
         got = self.command("update " + json.dumps(policy), "UPDATED")
+        self.ports = dict(kv.split("=") for kv in got.split()[1:])
         return got
 
     def detach(self):

@@ -15,3 +15,9 @@ def lab():
         pytest.skip("needs root (network namespaces, nftables)")
     with Lab() as lab:
         yield lab
+
+
+@pytest.fixture
+def ws(lab):
+    """A guest/workspace namespace pair in the lab."""
+    return lab.add_workspace()

@@ -11,7 +11,9 @@
 // "DNS udp ORIG_IP ORIG_PORT PEER_IP PEER_PORT"; each peer is answered
 // "ORIGDST ORIG_IP ORIG_PORT\n" (DNS from a transparent reply socket bound to the
 // original destination). TCP connections are then held and echo "ECHO <data>" until
-// the peer closes. Commands on stdin: "update POLICY_JSON", "detach", "alive"
+// the peer closes. Commands on stdin: "update POLICY_JSON" ("UPDATED tcp=P
+// dns_udp=Q dns_tcp=R": DNS listeners opened for resolvers the policy gained are
+// served, those of a policy without resolvers closed), "detach", "alive"
 // (prints "ALIVE 1" or "ALIVE 0"), "check" ("CHECK ok" or "CHECK <what is missing>"),
 // "families" ("FAMILIES [ipv4] [ipv6] [ERROR <why a live one is not enforced>]"),
 // "repair" (check_routing, then reinstall when it fails: "REPAIR ok" or
@@ -179,8 +181,37 @@ bool handle_fd_command(const std::string& line) {
   return true;
 }
 
+std::string ports_text(const Attachment& a) {
+  return "tcp=" + std::to_string(a.ports().tcp) + " dns_udp=" + std::to_string(a.ports().dns_udp) +
+         " dns_tcp=" + std::to_string(a.ports().dns_tcp);
+}
+
+// The listeners the tool serves, as the data plane holds them.
+struct Served {
+  std::vector<Listeners> held;  // every take_listeners(): the attach's, and each update's DNS ones
+  std::vector<Socket> socks;    // their fds, to poll
+
+  void take(Attachment& a) {
+    Listeners& l = held.emplace_back(a.take_listeners());
+    for (auto* set : {&l.tcp, &l.dns_tcp, &l.dns_udp}) {
+      Socket::Kind kind = set == &l.tcp ? Socket::tcp : set == &l.dns_tcp ? Socket::dns_tcp : Socket::dns_udp;
+      for (auto* v : {&set->v4, &set->v6})
+        for (auto& fd : *v) socks.push_back(Socket{fd.get(), kind});
+    }
+  }
+  // After an update without resolvers: the table no longer points at the DNS
+  // listeners, so they close (as the DNS service closes its own).
+  void close_dns() {
+    std::erase_if(socks, [](const Socket& s) { return s.kind != Socket::tcp; });
+    for (auto& l : held) {
+      l.dns_udp = ListenerSet{};
+      l.dns_tcp = ListenerSet{};
+    }
+  }
+};
+
 // Returns false when the tool should exit.
-bool handle_command(const std::string& line, Attachment& a) {
+bool handle_command(const std::string& line, Attachment& a, Served& served) {
   if (line == "detach") {
     auto st = a.detach();
     say(st.ok() ? "DETACHED" : "ERROR " + st.error().message);
@@ -214,7 +245,11 @@ bool handle_command(const std::string& line, Attachment& a) {
   if (line.rfind("update ", 0) == 0) {
     auto policy = parse_policy(line.substr(7));
     kib::Status st = policy.ok() ? a.update(*policy) : kib::Status(policy.error());
-    say(st.ok() ? "UPDATED" : "ERROR " + st.error().message);
+    if (st.ok()) {
+      served.take(a);
+      if (!policy->intercept_dns) served.close_dns();
+    }
+    say(st.ok() ? "UPDATED " + ports_text(a) : "ERROR " + st.error().message);
     return true;
   }
   if (!handle_fd_command(line)) say("ERROR unknown command");
@@ -270,15 +305,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   Attachment& a = *attached;
-  Listeners l = a.take_listeners();
-  std::vector<Socket> socks;
-  for (auto* set : {&l.tcp, &l.dns_tcp, &l.dns_udp}) {
-    Socket::Kind kind = set == &l.tcp ? Socket::tcp : set == &l.dns_tcp ? Socket::dns_tcp : Socket::dns_udp;
-    for (auto* v : {&set->v4, &set->v6})
-      for (auto& fd : *v) socks.push_back(Socket{fd.get(), kind});
-  }
-  say("READY tcp=" + std::to_string(a.ports().tcp) + " dns_udp=" + std::to_string(a.ports().dns_udp) +
-      " dns_tcp=" + std::to_string(a.ports().dns_tcp));
+  Served served;
+  served.take(a);
+  const std::vector<Socket>& socks = served.socks;
+  say("READY " + ports_text(a));
 
   bool stdin_open = true;
   std::string pending;
@@ -313,7 +343,7 @@ int main(int argc, char** argv) {
       for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
         std::string line = pending.substr(0, nl);
         pending.erase(0, nl + 1);
-        if (!handle_command(line, a)) return 0;
+        if (!handle_command(line, a, served)) return 0;
       }
     }
   }

@@ -18,11 +18,6 @@ if os.geteuid() != 0:
 
 
 @pytest.fixture
-def ws(lab):
-    return lab.add_workspace()
-
-
-@pytest.fixture
 def servers(lab):
     """TCP servers in the inet namespace: covered and uncovered addresses, v4 and v6."""
     s = {
@@ -322,8 +317,48 @@ def test_isolated_with_resolvers_still_answers_dns(lab, ws, servers):
 
 
 def test_several_loops_share_one_port_per_listener_kind(lab, ws, servers):
-    tool = AttachTool(lab, ws.path, covering(servers), loops=3)
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=True), loops=3)
     listening = lab.run(ws.ws, "ss", "-Htln", f"sport = :{tool.ports['tcp']}").stdout.splitlines()
     assert len(listening) == 6, listening  # 3 v4 + 3 v6
     for _ in range(6):
         assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+    # DNS is served by one loop: one listener per family and protocol, whatever the loops.
+    assert len(dns_sockets(lab, ws, tool.ports)) == 4
+
+
+def dns_sockets(lab, ws, ports):
+    """Listening TCP and bound UDP sockets on the DNS listener ports in the namespace."""
+    found = []
+    for proto, port in (("-Htln", ports["dns_tcp"]), ("-Huln", ports["dns_udp"])):
+        if port != "0":
+            found += lab.run(ws.ws, "ss", proto, f"sport = :{port}").stdout.splitlines()
+    return found
+
+
+def test_a_policy_without_resolvers_opens_no_dns_listener(lab, ws, servers):
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=False))
+    assert tool.ports["dns_udp"] == "0" and tool.ports["dns_tcp"] == "0", tool.ports
+    # Only the TCP relay listeners (v4 + v6) are in the namespace.
+    assert len(lab.run(ws.ws, "ss", "-Hltn").stdout.splitlines()) == 2
+    assert lab.run(ws.ws, "ss", "-Hlun").stdout.strip() == ""
+    assert "dport 53" not in lab.run(ws.ws, "nft", "list", "table", "inet", "kibotos").stdout
+
+
+def test_an_update_that_adds_resolvers_opens_dns_listeners_and_one_that_removes_them_closes_them(lab, ws, servers):
+    lab.start_tcp_server(lab.inet, lab.internet_v4(53), 53, "dns")
+    tool = AttachTool(lab, ws.path, covering(servers, resolvers=False))
+    tool.update(covering(servers, resolvers=True))
+    assert tool.ports["dns_udp"] != "0" and tool.ports["dns_tcp"] != "0", tool.ports
+    assert len(dns_sockets(lab, ws, tool.ports)) == 4  # udp + tcp, v4 + v6
+    addr = lab.internet_v4(53)
+    answered, text, _ = lab.udp_request(ws.guest, addr, 53)
+    assert answered and text == f"ORIGDST {addr} 53", text
+    assert reaches_listener(lab.tcp_request(ws.guest, addr, 53), addr, 53)
+    old_ports = dict(tool.ports)
+    tool.update(covering(servers, resolvers=False))
+    assert tool.ports["dns_udp"] == "0" and tool.ports["dns_tcp"] == "0", tool.ports
+    assert dns_sockets(lab, ws, old_ports) == []
+    assert reaches_server(lab.tcp_request(ws.guest, addr, 53), "dns")
+    # Covered TCP is still relayed throughout.
+    assert reaches_listener(lab.tcp_request(ws.guest, servers["cov4"], PORT), servers["cov4"], PORT)
+    assert tool.check() == "ok"

@@ -18,11 +18,6 @@ if os.geteuid() != 0:
 
 
 @pytest.fixture
-def ws(lab):
-    return lab.add_workspace()
-
-
-@pytest.fixture
 def servers(lab):
     s = {"cov4": lab.internet_v4(10), "cov6": lab.internet_v6(0x10)}
     for addr in s.values():

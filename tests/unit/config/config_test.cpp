@@ -40,6 +40,7 @@ TEST_CASE("an empty config file gives every embedded default") {
   CHECK(c.commands_retention == std::chrono::hours(24));
   CHECK(c.egress.allowed_special_purpose_cidrs.empty());
   CHECK(c.dataplane.threads == 0);
+  CHECK(c.dataplane.workspace_loops == 1);
   CHECK(c.dataplane.guest_congestion_control == "cubic");
   CHECK(c.dataplane.direct_descriptors);
   CHECK(c.dataplane.splice_coalesce_us == 8000);
@@ -81,6 +82,7 @@ egress:
   resolve_timeout: 1500ms
 dataplane:
   threads: 2
+  workspace_loops: 2
   max_connections: 5000
   max_connections_per_workspace: 100
   connect_timeout: 5s
@@ -117,6 +119,7 @@ dns:
   CHECK(c.egress.resolvers.size() == 3);
   CHECK(c.egress.resolve_timeout == std::chrono::milliseconds(1500));
   CHECK(c.dataplane.threads == 2);
+  CHECK(c.dataplane.workspace_loops == 2);
   CHECK(c.dataplane.max_connections == 5000);
   CHECK(c.dataplane.max_connections_per_workspace == 100);
   CHECK(c.dataplane.connect_timeout == std::chrono::seconds(5));
@@ -169,6 +172,11 @@ TEST_CASE("bad values are errors naming the key") {
   CHECK(starts_with(error_of("commands: {retention: forever}\n"), "commands.retention: expected a duration"));
   CHECK(starts_with(error_of("commands: {retention: 10x}\n"), "commands.retention: "));
   CHECK(starts_with(error_of("dataplane: {threads: -1}\n"), "dataplane.threads: "));
+  // At least one loop accepts each Workspace's connections; more than there are
+  // loops is clamped at start (the count of cores differs from host to host).
+  CHECK(starts_with(error_of("dataplane: {workspace_loops: 0}\n"), "dataplane.workspace_loops: "));
+  CHECK(starts_with(error_of("dataplane: {workspace_loops: 1025}\n"), "dataplane.workspace_loops: "));
+  CHECK(parse_config("dataplane: {workspace_loops: 1024}\n")->dataplane.workspace_loops == 1024);
   CHECK(starts_with(error_of("dataplane: {connect_timeout: 0}\n"), "dataplane.connect_timeout: "));
   CHECK(starts_with(error_of("dataplane: {guest_congestion_control: \"cubic; drop\"}\n"),
                     "dataplane.guest_congestion_control: must be a congestion control name"));

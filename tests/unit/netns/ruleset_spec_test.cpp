@@ -83,3 +83,48 @@ TEST_CASE("intercepts_tcp follows the table: covered prefix and port in public_i
   CHECK_FALSE(p.intercepts_tcp(host("10.1.2.3"), 80));
   CHECK(p.intercepts_tcp(host("192.0.2.1"), 53));
 }
+
+namespace {
+kib::netns::RulesetPolicy public_policy(std::vector<kib::netns::CoveredRoute> routes, bool dns = false) {
+  kib::netns::RulesetPolicy p;
+  p.mode = kib::netns::NetworkMode::public_internet;
+  p.routes = std::move(routes);
+  p.intercept_dns = dns;
+  return p;
+}
+}  // namespace
+
+// Updates that take nothing away skip the TIME_WAIT sweep (a dump of the kernel's
+// whole TCP table): covers_all_of must never say yes when something was taken away.
+TEST_CASE("covers_all_of: an added destination or port range covers the policy before it") {
+  using kib::netns::CoveredRoute;
+  auto before = public_policy({CoveredRoute{{host("10.0.0.0/8")}, {{80, 80}}}});
+  CHECK(public_policy({CoveredRoute{{host("10.0.0.0/8"), host("192.0.2.0/24")}, {{80, 80}}}}).covers_all_of(before));
+  CHECK(public_policy({CoveredRoute{{host("10.0.0.0/8")}, {{80, 80}, {443, 443}}}}).covers_all_of(before));
+  CHECK(public_policy({CoveredRoute{{host("0.0.0.0/0")}, {}}}).covers_all_of(before));  // wider prefix, every port
+  CHECK(public_policy({CoveredRoute{{host("192.0.2.0/24")}, {}}, CoveredRoute{{host("10.0.0.0/8")}, {{1, 1000}}}})
+            .covers_all_of(before));
+  CHECK(before.covers_all_of(before));
+}
+
+TEST_CASE("covers_all_of: a destination, port, DNS or mode taken away does not") {
+  using kib::netns::CoveredRoute;
+  auto before = public_policy({CoveredRoute{{host("10.0.0.0/8"), host("2001:db8::/32")}, {{80, 80}}}}, true);
+  CHECK_FALSE(public_policy({CoveredRoute{{host("10.0.0.0/8")}, {{80, 80}}}}, true).covers_all_of(before));
+  CHECK_FALSE(public_policy({CoveredRoute{{host("10.0.0.0/9"), host("2001:db8::/32")}, {{80, 80}}}}, true)
+                  .covers_all_of(before));
+  CHECK_FALSE(public_policy({CoveredRoute{{host("10.0.0.0/8"), host("2001:db8::/32")}, {{81, 81}}}}, true)
+                  .covers_all_of(before));
+  CHECK_FALSE(public_policy({CoveredRoute{{host("10.0.0.0/8"), host("2001:db8::/32")}, {{80, 80}}}}, false)
+                  .covers_all_of(before));
+  auto isolated = public_policy({CoveredRoute{{host("0.0.0.0/0")}, {}}}, true);
+  isolated.mode = kib::netns::NetworkMode::isolated;
+  CHECK_FALSE(isolated.covers_all_of(before));
+  // An entry with every port is not within one that lists ports.
+  auto every_port = public_policy({CoveredRoute{{host("10.0.0.0/8")}, {}}});
+  CHECK_FALSE(public_policy({CoveredRoute{{host("10.0.0.0/8")}, {{1, 65534}}}}).covers_all_of(every_port));
+  // From isolated, only DNS was intercepted.
+  auto was_isolated = isolated;
+  CHECK(public_policy({}, true).covers_all_of(was_isolated));
+  CHECK_FALSE(public_policy({}, false).covers_all_of(was_isolated));
+}
