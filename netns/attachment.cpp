@@ -174,7 +174,7 @@ Status Attachment::check() const {
   if (!listed.ok() && listed.error().code == Code::resource_exhausted) return std::move(listed).error();
   if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
   if (!table_listing_) return make_error(Code::failed_precondition, "nftables table not verified (written concurrently)");
-  if (*listed != *table_listing_) return make_error(Code::failed_precondition, "nftables table changed");
+  if (*listed != table_listing_->text) return make_error(Code::failed_precondition, "nftables table changed");
   return check_routing();
 }
 

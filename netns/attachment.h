@@ -15,6 +15,7 @@
 
 #include "agent/common/result.h"
 #include "netns/namespace_handle.h"
+#include "netns/nft_local.h"
 #include "netns/policy_routing.h"
 #include "netns/ruleset_spec.h"
 #include "netns/transparent_listener.h"
@@ -110,6 +111,12 @@ class Attachment {
   TproxyPorts ports() const { return ports_; }
   const RulesetPolicy& policy() const { return params_.policy; }
   const NamespaceHandle& ns() const { return ns_; }
+  // The namespace's nftables generation right after the agent's last table write,
+  // when nothing else wrote in between (what check() compares with is known); else
+  // nullopt. A namespace still at it needs no listing to know the table is intact.
+  std::optional<uint32_t> written_generation() const {
+    return table_listing_ ? std::optional<uint32_t>(table_listing_->generation) : std::nullopt;
+  }
   bool namespace_alive() const { return ns_.alive(); }
 
  private:
@@ -127,7 +134,7 @@ class Attachment {
   // `nft list table` right after the last table write, what check() compares with;
   // nullopt when another transaction interleaved (the content is then unknown, and
   // check() reports it so that a repair writes the table again).
-  std::optional<std::string> table_listing_;
+  std::optional<TableListing> table_listing_;
   // Whether the last update() left a destination uncovered that the policy before it
   // covered (end_uncovered_time_wait() has work only then).
   bool coverage_shrank_ = false;

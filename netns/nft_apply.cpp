@@ -11,12 +11,13 @@ Result<std::string> run_nft(int ns_fd, const std::string& buffer) {
   return reply->output.value_or(std::string());
 }
 
-Result<std::optional<std::string>> apply_nft_and_list(int ns_fd, const std::string& buffer,
-                                                      const std::string& list) {
+Result<std::optional<TableListing>> apply_nft_and_list(int ns_fd, const std::string& buffer,
+                                                       const std::string& list) {
   auto reply = NftHelper::instance().call(ns_fd, NftRequest{NftOp::apply_and_list, buffer, list});
   if (!reply.ok()) return std::move(reply).error();
   if (!reply->status.ok()) return std::move(reply->status).error();
-  return std::move(reply->output);
+  if (!reply->output || !reply->generation) return std::optional<TableListing>{};
+  return std::optional<TableListing>{TableListing{std::move(*reply->output), *reply->generation}};
 }
 
 Status apply_nft(int ns_fd, const std::string& buffer) {

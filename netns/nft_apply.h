@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agent/common/result.h"
+#include "netns/nft_local.h"
 
 namespace kib::netns {
 
@@ -20,7 +21,7 @@ Result<std::string> run_nft(int ns_fd, const std::string& buffer);
 // only when it shows what this transaction left: the namespace's generation moved by
 // exactly one across the apply and not at all across the listing. Otherwise (another
 // transaction committed in between, or the listing failed) it is nullopt.
-Result<std::optional<std::string>> apply_nft_and_list(int ns_fd, const std::string& buffer,
-                                                      const std::string& list);
+Result<std::optional<TableListing>> apply_nft_and_list(int ns_fd, const std::string& buffer,
+                                                       const std::string& list);
 
 }  // namespace kib::netns

@@ -26,15 +26,18 @@ constexpr int kHelperSock = 3;  // the helper's end of the socket pair
 constexpr std::chrono::seconds kReplyTimeout{30};
 
 NftReply handle(int ns_fd, const NftRequest& req) {
-  if (::setns(ns_fd, CLONE_NEWNET) != 0) return {errno_error("setns into the namespace"), std::nullopt};
+  if (::setns(ns_fd, CLONE_NEWNET) != 0) return {errno_error("setns into the namespace"), std::nullopt, std::nullopt};
   if (req.op == NftOp::run) {
     auto out = nft_run_here(req.text);
-    if (!out.ok()) return {std::move(out).error(), std::nullopt};
-    return {{}, std::move(*out)};
+    if (!out.ok()) return {std::move(out).error(), std::nullopt, std::nullopt};
+    return {{}, std::move(*out), std::nullopt};
   }
+  if (req.op != NftOp::apply_and_list)
+    return {make_error(Code::internal, "nft helper: unknown request"), std::nullopt, std::nullopt};
   auto listed = nft_apply_and_list_here(req.text, req.list);
-  if (!listed.ok()) return {std::move(listed).error(), std::nullopt};
-  return {{}, std::move(*listed)};
+  if (!listed.ok()) return {std::move(listed).error(), std::nullopt, std::nullopt};
+  if (!*listed) return {{}, std::nullopt, std::nullopt};
+  return {{}, std::move((*listed)->text), (*listed)->generation};
 }
 
 // The helper process: serves requests until the agent closes its end (it ended or

@@ -33,8 +33,8 @@ Result<std::string> nft_run_here(const std::string& buffer) {
   return std::string(nft_ctx_get_output_buffer(ctx.get()));
 }
 
-Result<std::optional<std::string>> nft_apply_and_list_here(const std::string& buffer, const std::string& list) {
-  using Listing = std::optional<std::string>;
+Result<std::optional<TableListing>> nft_apply_and_list_here(const std::string& buffer, const std::string& list) {
+  using Listing = std::optional<TableListing>;
   auto before = nft_generation_here();
   KIB_TRY(nft_run_here(buffer));
   auto applied = nft_generation_here();
@@ -43,7 +43,7 @@ Result<std::optional<std::string>> nft_apply_and_list_here(const std::string& bu
   const bool ours_only =
       before.ok() && applied.ok() && after.ok() && *applied == *before + 1 && *after == *applied;
   if (!ours_only || !listed.ok()) return Listing{};
-  return Listing{std::move(*listed)};
+  return Listing{TableListing{std::move(*listed), *applied}};
 }
 
 }  // namespace kib::netns

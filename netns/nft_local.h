@@ -3,6 +3,7 @@
 // helper process (nft_helper.h) calls these: libnftables waits for netlink answers
 // with select(), which aborts once its socket's number reaches FD_SETSIZE, and calls
 // exit() when it cannot open that socket. Neither may happen in the agent.
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -14,9 +15,16 @@ namespace kib::netns {
 // carries nft's message.
 Result<std::string> nft_run_here(const std::string& buffer);
 
+// What one transaction left: nft's listing of it, and the namespace's nftables
+// generation right after it.
+struct TableListing {
+  std::string text;
+  uint32_t generation = 0;
+};
+
 // nft_run_here(buffer), then nft_run_here(list). The listing is returned only when it
 // shows what this transaction left: the namespace's generation moved by exactly one
 // across the apply and not at all across the listing. Otherwise nullopt.
-Result<std::optional<std::string>> nft_apply_and_list_here(const std::string& buffer, const std::string& list);
+Result<std::optional<TableListing>> nft_apply_and_list_here(const std::string& buffer, const std::string& list);
 
 }  // namespace kib::netns

@@ -10,8 +10,11 @@
 namespace kib::netns {
 namespace {
 
-// A request's or reply's header: three words, then the strings they size.
+// A request's header: op and the sizes of the two strings that follow. A reply's:
+// code, flags (kHasOutput, kHasGeneration), the size of its text, the generation.
 using Header = std::array<uint32_t, 3>;
+using ReplyHeader = std::array<uint32_t, 4>;
+constexpr uint32_t kHasOutput = 1, kHasGeneration = 2;
 // Well above any table the agent writes (a policy's prefixes are bounded by the API),
 // so a corrupt length cannot make either side allocate without bound.
 constexpr uint32_t kMaxText = 64u << 20;
@@ -117,22 +120,24 @@ Result<std::pair<UniqueFd, NftRequest>> recv_nft_request(int sock) {
 Status send_nft_reply(int sock, const NftReply& reply) {
   const std::string& body = reply.status.ok() ? (reply.output ? *reply.output : std::string())
                                               : reply.status.error().message;
-  Header h{reply.status.ok() ? 0u : static_cast<uint32_t>(reply.status.error().code),
-           reply.output.has_value() ? 1u : 0u, static_cast<uint32_t>(body.size())};
+  const uint32_t flags = (reply.output ? kHasOutput : 0) | (reply.generation ? kHasGeneration : 0);
+  ReplyHeader h{reply.status.ok() ? 0u : static_cast<uint32_t>(reply.status.error().code), flags,
+                static_cast<uint32_t>(body.size()), reply.generation.value_or(0)};
   KIB_TRY(send_all(sock, reinterpret_cast<const char*>(h.data()), sizeof h));
   return send_all(sock, body.data(), body.size());
 }
 
 Result<NftReply> recv_nft_reply(int sock) {
-  Header h{};
+  ReplyHeader h{};
   KIB_TRY(recv_all(sock, reinterpret_cast<char*>(h.data()), sizeof h));
   auto body = recv_text(sock, h[2]);
   if (!body.ok()) return std::move(body).error();
   NftReply reply;
   if (h[0] != 0) {
     reply.status = Error{static_cast<Code>(h[0]), std::move(*body)};
-  } else if (h[1] != 0) {
-    reply.output = std::move(*body);
+  } else {
+    if (h[1] & kHasOutput) reply.output = std::move(*body);
+    if (h[1] & kHasGeneration) reply.generation = h[3];
   }
   return reply;
 }

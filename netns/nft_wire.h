@@ -26,6 +26,7 @@ struct NftRequest {
 struct NftReply {
   Status status;                      // the error is nft's (or setns'), code included
   std::optional<std::string> output;  // run: always on success; apply_and_list: the listing, if trusted
+  std::optional<uint32_t> generation;  // apply_and_list: the generation the listing shows
 };
 
 // Blocking; an error names what failed (unavailable when the peer is gone).

@@ -86,7 +86,10 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   std::lock_guard lk(mu_);
   forget(workspace_id);
   const uint64_t key = next_key_++;
-  Entry e{std::move(a.value()), key, true, next_sweep(std::chrono::steady_clock::now(), key), std::nullopt};
+  // The table as the agent's own write left it: the check its own notification asks
+  // for looks at the routing, and lists the table only if another write followed.
+  const auto written = a->written_generation();
+  Entry e{std::move(a.value()), key, true, next_sweep(std::chrono::steady_clock::now(), key), written};
   if (w.ok()) {
     if (Status st = watches_->add(e.key, std::move(w.value())); !st.ok())
       spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
@@ -140,6 +143,7 @@ Result<WorkspaceListeners> NetnsAttacher::update(const std::string& workspace_id
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return Error{Code::failed_precondition, "workspace is not attached"};
   KIB_TRY(it->second.attachment.update(rp.value()));
+  it->second.checked_generation = it->second.attachment.written_generation();  // as in attach()
   // The policy is in force either way; a sweep that failed is logged.
   if (Status st = it->second.attachment.end_uncovered_time_wait(); !st.ok())
     spdlog::warn("workspace {}: {}", workspace_id, st.error().message);

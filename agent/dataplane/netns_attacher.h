@@ -51,7 +51,8 @@ class NetnsAttacher final : public WorkspaceAttacher {
     bool changed = true;
     // The backstop sweep's next check even without a notification.
     std::chrono::steady_clock::time_point next_sweep;
-    // The namespace's nftables generation when repair last found the table in place.
+    // The namespace's nftables generation when repair last found the table in place,
+    // or right after the agent's own write (the table is then what it wrote).
     std::optional<uint32_t> checked_generation;
   };
   const std::string guest_congestion_control_;

@@ -10,24 +10,20 @@ modes) and kibotos-agent (SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside 
 See docs/bench/README.md for what each figure means.
 """
 import argparse
-import json
 import os
-import platform
 import resource
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # proc_handles
 
-from benchlib import kibotos, measure, peers, readme, report, tools  # noqa: E402
+from benchlib import kibotos, measure, peers, readme, report, run_meta, tools  # noqa: E402
 from benchlib import lab as L  # noqa: E402
 
 PROFILES = {
@@ -242,7 +238,6 @@ class Bench:
         self.fig.setdefault(key, []).append(value)
 
     def measure_memory(self, relay_pid, n, warm_up):
-        p = self.p
         rss_fresh = peers.rss_kib(relay_pid) if relay_pid else None
         # One unmeasured hold in each mode's first run: dante forks helper processes as
         # load grows and keeps them, so without it the first relay measured would pay the
@@ -395,31 +390,11 @@ class Bench:
 
     # -- the run ----------------------------------------------------------------------
     def meta(self):
-        def sh(cmd):
-            r = subprocess.run(cmd, cwd=SOURCE_ROOT, capture_output=True, text=True, shell=True)
-            return r.stdout.strip()
-        model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                      if line.startswith("model name")), platform.processor())
-        mem = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "commit": sh("git rev-parse HEAD") or "unknown",
-                "dirty": bool(sh("git status --porcelain -- agent uring netns tests/bench")),
-                "kernel": platform.release(), "nproc": os.cpu_count(), "cpu_model": model,
-                "mem_total_gib": mem / 1048576, "load_start": " ".join(open("/proc/loadavg").read().split()[:3]),
-                "profile": self.args.profile, "agent": self.args.agent, "agent_build": self.agent_build(),
+        return {**run_meta.machine(["agent", "uring", "netns", "tests/bench"]),
+                "profile": self.args.profile, "agent": self.args.agent,
+                "agent_build": run_meta.agent_build(self.args.agent),
                 **{k: v for k, v in self.p.items() if k != "variants"},
                 "variants": list(self.p["variants"])}
-
-    def agent_build(self):
-        """How the agent binary was built, from its meson build dir (when it has one)."""
-        info = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(self.args.agent))),
-                            "meson-info", "intro-buildoptions.json")
-        try:
-            with open(info) as f:
-                opts = {o["name"]: o["value"] for o in json.load(f)}
-            return f"buildtype {opts.get('buildtype')}, sanitizers {opts.get('b_sanitize') or 'none'}"
-        except (OSError, ValueError, KeyError):
-            return "unknown build"
 
     def wait_for_quiet(self):
         """Starts once the 1-minute load average is below the profile's bound (at most

@@ -35,7 +35,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import platform
 import resource
 import shutil
 import signal
@@ -44,7 +43,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -53,7 +51,7 @@ sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))  # proc_ha
 
 import netns_pool  # noqa: E402
 import proc_handles  # noqa: E402
-from benchlib import kibotos, measure, peers, tools  # noqa: E402
+from benchlib import kibotos, measure, peers, run_meta, tools  # noqa: E402
 from benchlib import lab as L  # noqa: E402
 
 NS_PREFIX = "kbscl"
@@ -555,30 +553,13 @@ class Scale:
 
     # -- the run -------------------------------------------------------------------------------
     def meta(self):
-        def sh(cmd):
-            r = subprocess.run(cmd, cwd=SOURCE_ROOT, capture_output=True, text=True, shell=True)
-            return r.stdout.strip()
-        model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                      if line.startswith("model name")), platform.processor())
-        mem = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-        info = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(self.args.agent))),
-                            "meson-info", "intro-buildoptions.json")
-        try:
-            with open(info) as f:
-                opts = {o["name"]: o["value"] for o in json.load(f)}
-            build = f"buildtype {opts.get('buildtype')}, sanitizers {opts.get('b_sanitize') or 'none'}"
-        except (OSError, ValueError, KeyError):
-            build = "unknown build"
-        return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "commit": sh("git rev-parse HEAD") or "unknown",
-                "dirty": bool(sh("git status --porcelain -- agent uring netns")),
-                "kernel": platform.release(), "nproc": os.cpu_count(), "cpu_model": model,
-                "mem_total_gib": mem / 1048576, "load_start": " ".join(open("/proc/loadavg").read().split()[:3]),
-                "dirty_files": sh("git status --porcelain -- agent uring netns proto | wc -l"),
-                "agent": self.args.agent_label or os.path.relpath(self.args.agent, SOURCE_ROOT), "agent_build": build,
+        return {**run_meta.machine(["agent", "uring", "netns", "proto"]),
+                "agent": self.args.agent_label or os.path.relpath(self.args.agent, SOURCE_ROOT),
+                "agent_build": run_meta.agent_build(self.args.agent),
                 "threads": self.args.threads, "checkpoints": self.args.checkpoints,
                 "idle_seconds": self.args.idle_seconds, "api_n": self.args.api_n,
-                "connections": self.args.connections, "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[1]}
+                "connections": self.args.connections, "churn": self.args.churn,
+                "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[1]}
 
     def run(self):
         t0 = time.monotonic()

@@ -102,9 +102,11 @@ SCALE = """## Host scale: thousands of Workspaces, thousands of connections
 `sudo tests/bench/scale.py` (or `tests/bench/run.py --scale`) measures one agent as the
 Workspace count grows (attach latency, fds and memory per Workspace, idle CPU, API
 latency beside 10 writes/s, a policy update of all, re-attach after a restart) and with
-thousands of held relayed connections; it writes [scale/results.md](scale/results.md),
-[scale/results.json](scale/results.json) and [scale/scale.png](scale/scale.png). It is a
-separate run: `run.py --full` leaves `scale/` as it is.
+thousands of held relayed connections, and Workspace A's connect latency while others
+are created and deleted in a loop; it writes [scale/results.md](scale/results.md) (the
+figures, with the run they come from), [scale/results.json](scale/results.json) and
+[scale/scale.png](scale/scale.png). It is a separate run: `run.py --full` leaves `scale/`
+as it is.
 """
 
 DESIGN = """## What these numbers decided (and what was tried)

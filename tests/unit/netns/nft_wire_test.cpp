@@ -50,20 +50,25 @@ TEST_CASE("a request arrives whole with its namespace fd") {
   CHECK(got->second.list == req.list);
 }
 
-TEST_CASE("a reply keeps its status, code and output apart") {
+TEST_CASE("a reply keeps its status, code, output and generation apart") {
   Pair p;
-  CHECK(send_nft_reply(p.a.get(), NftReply{{}, std::string("table inet kibotos {}")}).ok());
-  CHECK(send_nft_reply(p.a.get(), NftReply{{}, std::nullopt}).ok());
-  CHECK(send_nft_reply(p.a.get(), NftReply{Error{Code::failed_precondition, "nft: No such file"}, std::nullopt}).ok());
+  CHECK(send_nft_reply(p.a.get(), NftReply{{}, std::string("table inet kibotos {}"), 4242u}).ok());
+  CHECK(send_nft_reply(p.a.get(), NftReply{{}, std::nullopt, std::nullopt}).ok());
+  CHECK(send_nft_reply(p.a.get(), NftReply{Error{Code::failed_precondition, "nft: No such file"}, std::nullopt,
+                                           std::nullopt})
+            .ok());
   auto listed = recv_nft_reply(p.b.get());
   REQUIRE(listed.ok());
   CHECK(listed->status.ok());
   REQUIRE(listed->output.has_value());
   CHECK(*listed->output == "table inet kibotos {}");
+  REQUIRE(listed->generation.has_value());
+  CHECK(*listed->generation == 4242u);
   auto unlisted = recv_nft_reply(p.b.get());
   REQUIRE(unlisted.ok());
   CHECK(unlisted->status.ok());
   CHECK(!unlisted->output.has_value());
+  CHECK(!unlisted->generation.has_value());
   auto failed = recv_nft_reply(p.b.get());
   REQUIRE(failed.ok());
   REQUIRE(!failed->status.ok());
@@ -97,7 +102,7 @@ TEST_CASE("a request without a namespace fd is refused") {
 
 TEST_CASE("a frame claiming more than the limit is refused before anything is allocated") {
   Pair p;
-  const uint32_t header[3] = {0, 0, 0xffffffffu};
+  const uint32_t header[4] = {0, 0, 0xffffffffu, 0};
   REQUIRE(::send(p.a.get(), header, sizeof header, 0) == sizeof header);
   auto reply = recv_nft_reply(p.b.get());
   REQUIRE(!reply.ok());
