@@ -208,7 +208,6 @@ std::optional<std::vector<std::pair<std::string, WorkspaceAttacher::Repair>>> Ne
     std::lock_guard lk(mu_);
     const auto now = std::chrono::steady_clock::now();
     note_changes();
-    last_noted_ = now;
     for (auto& [id, e] : entries_) {
       if (changed_keys_.erase(e.key) != 0) e.changed = true;
       if (e.changed || now >= e.next_sweep) due.push_back(id);
@@ -234,16 +233,10 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
   std::lock_guard lk(mu_);
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return {};
+  // repairs_needed() read the sockets and chose this Workspace as due: checked now.
   const auto now = std::chrono::steady_clock::now();
-  // A pass calls this for every Workspace in a row: one look at the sockets serves
-  // the whole pass (a change after it is seen by the next pass).
-  if (now - last_noted_ >= std::chrono::milliseconds(100)) {
-    note_changes();
-    last_noted_ = now;
-  }
   Entry& e = it->second;
-  if (changed_keys_.erase(e.key) != 0) e.changed = true;
-  if (!e.changed && now < e.next_sweep) return {};
+  changed_keys_.erase(e.key);
   // Only now: a path that names another namespace is moved() (stat'd every pass).
   if (!e.attachment.namespace_alive()) return {};
   bool watched = watches_ && watches_->contains(e.key);

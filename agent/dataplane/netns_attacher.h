@@ -63,7 +63,6 @@ class NetnsAttacher final : public WorkspaceAttacher {
   // nullopt when the epoll set could not be created: every namespace is then polled.
   std::optional<netns::ChangeWatchSet> watches_;
   std::unordered_set<uint64_t> changed_keys_;  // reported by watches_, not yet checked
-  std::chrono::steady_clock::time_point last_noted_;  // note_changes()
   uint64_t next_key_ = 1;
 };
 
