@@ -1,6 +1,7 @@
 #include "netns/attachment.h"
 
 #include "netns/nft_apply.h"
+#include "netns/nft_generation.h"
 #include "netns/nft_ruleset.h"
 #include "netns/time_wait_sweep.h"
 
@@ -29,6 +30,47 @@ Status open_dns_listeners(int ns_fd, const AttachParams& p, Listeners& l) {
   return {};
 }
 
+// The namespace's cookie, from any listener open there.
+Result<uint64_t> cookie_of(const Listeners& l) {
+  for (const auto* fds : {&l.tcp.v4, &l.tcp.v6})
+    if (!fds->empty()) return netns_cookie(fds->front().get());
+  return make_error(Code::internal, "no listener open");
+}
+
+// Everything adopt() needs from inside the namespace, in one visit: the listeners on
+// the ports the table points at, then (after them: a write from here on moves it) the
+// nftables generation, then the policy routing as far as it is missing.
+struct Adopted {
+  Listeners listeners;
+  uint32_t generation = 0;
+  RoutingInstall routing;
+};
+
+Result<Adopted> open_adopted(int ns_fd, const AttachParams& p, const TproxyPorts& ports,
+                             const std::function<void()>& first) {
+  return run_in_netns<Adopted>(ns_fd, [&]() -> Result<Adopted> {
+    if (first) first();
+    Adopted a;
+    auto tcp = open_transparent_listeners_here(Transport::tcp, p.listeners_per_family, p.guest_congestion_control,
+                                               ports.tcp);
+    if (!tcp.ok()) return std::move(tcp).error();
+    a.listeners.tcp = std::move(*tcp);
+    if (ports.dns_udp != 0) {
+      auto udp = open_transparent_listeners_here(Transport::udp, 1, {}, ports.dns_udp);
+      if (!udp.ok()) return std::move(udp).error();
+      auto tcp_dns = open_transparent_listeners_here(Transport::tcp, 1, p.guest_congestion_control, ports.dns_tcp);
+      if (!tcp_dns.ok()) return std::move(tcp_dns).error();
+      a.listeners.dns_udp = std::move(*udp);
+      a.listeners.dns_tcp = std::move(*tcp_dns);
+    }
+    auto gen = nft_generation_here();
+    if (!gen.ok()) return std::move(gen).error();
+    a.generation = *gen;
+    a.routing = ensure_policy_routing_here(routing_of(p));
+    return a;
+  });
+}
+
 Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
   Listeners l;
   auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, p.listeners_per_family, p.guest_congestion_control);
@@ -55,11 +97,22 @@ Families Attachment::enforced_families() const {
 }
 
 Status Attachment::apply_table() {
-  auto listing = apply_nft_and_list(ns_.fd(), build_ruleset(RulesetParams{params_.policy, ports_, params_.mark}),
-                                    kListTable);
+  const std::string text = build_ruleset(RulesetParams{params_.policy, ports_, params_.mark});
+  auto listing = apply_nft_and_list(ns_.fd(), text, kListTable);
   if (!listing.ok()) return std::move(listing).error();
   table_listing_ = std::move(*listing);
+  written_generation_ = table_listing_ ? std::optional<uint32_t>(table_listing_->generation) : std::nullopt;
+  ruleset_digest_ = ruleset_digest(text);
   return {};
+}
+
+bool Attachment::table_is_for(const RulesetPolicy& policy) const {
+  return ruleset_digest(build_ruleset(RulesetParams{policy, ports_, params_.mark})) == ruleset_digest_;
+}
+
+std::optional<AttachNote> Attachment::note() const {
+  if (!written_generation_ || netns_cookie_ == 0 || ports_.tcp == 0) return std::nullopt;
+  return AttachNote{netns_cookie_, *written_generation_, ports_, ruleset_digest_};
 }
 
 Result<Attachment> Attachment::prepare(const std::string& path, const AttachParams& params) {
@@ -87,7 +140,40 @@ Status Attachment::open() {
   listeners_ = std::move(*listeners);
   ports_ = TproxyPorts{listeners_.tcp.port, listeners_.dns_udp.port, listeners_.dns_tcp.port};
   listening_ = Families{!listeners_.tcp.v4.empty(), !listeners_.tcp.v6.empty()};
+  // Without it the namespace cannot be adopted after a restart; nothing else needs it.
+  if (auto cookie = cookie_of(listeners_); cookie.ok()) netns_cookie_ = *cookie;
   return apply_table();
+}
+
+Result<Attachment> Attachment::adopt(NamespaceHandle ns, const AttachParams& params, const AttachNote& note,
+                                     const std::function<void()>& first) {
+  Attachment a(std::move(ns), params);
+  // The policy or the agent changed since the write, or the ports are not ours.
+  const std::string text = build_ruleset(RulesetParams{a.params_.policy, note.ports, a.params_.mark});
+  if (note.ports.tcp == 0 || (note.ports.dns_udp != 0) != a.params_.policy.intercept_dns ||
+      ruleset_digest(text) != note.ruleset_digest)
+    return make_error(Code::failed_precondition, "the table there is not the one this policy needs");
+  auto adopted = open_adopted(a.ns_.fd(), a.params_, note.ports, first);
+  if (!adopted.ok()) return std::move(adopted).error();
+  auto cookie = cookie_of(adopted->listeners);
+  if (!cookie.ok()) return std::move(cookie).error();
+  if (*cookie != note.netns_cookie)
+    return make_error(Code::failed_precondition, "another network namespace than the one written");
+  if (adopted->generation != note.generation)
+    return make_error(Code::failed_precondition, "nftables there changed since the agent's last write (generation " +
+                                                     std::to_string(adopted->generation) + ", written at " +
+                                                     std::to_string(note.generation) + ")");
+  const RoutingInstall& routed = adopted->routing;
+  if (!routed.status.ok() && routed.state.enforced == Families{}) return routed.status.error();
+  a.listeners_ = std::move(adopted->listeners);
+  a.ports_ = note.ports;
+  a.listening_ = Families{!a.listeners_.tcp.v4.empty(), !a.listeners_.tcp.v6.empty()};
+  a.netns_cookie_ = note.netns_cookie;
+  a.ruleset_digest_ = note.ruleset_digest;
+  a.written_generation_ = note.generation;  // the text is not listed: check() rewrites it once it moves
+  a.routing_state_ = routed.state;
+  a.family_error_ = routed.status.ok() ? std::string() : routed.status.error().message;
+  return a;
 }
 
 Result<Attachment> Attachment::attach(const std::string& path, const AttachParams& params) {
@@ -169,11 +255,15 @@ Status Attachment::detach() {
 
 Status Attachment::check() const {
   if (!ns_.alive()) return make_error(Code::failed_precondition, "network namespace " + ns_.path() + " is gone");
+  // Nothing committed there since the agent's last write (or since the write an
+  // adopted table came from): the table is that write, no listing needed.
+  if (auto gen = nft_generation(ns_.fd()); gen.ok() && written_generation_ == *gen) return check_routing();
   auto listed = run_nft(ns_.fd(), kListTable);
   // Out of fds or processes: nothing is known about the table (no helper to ask).
   if (!listed.ok() && listed.error().code == Code::resource_exhausted) return std::move(listed).error();
   if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
-  if (!table_listing_) return make_error(Code::failed_precondition, "nftables table not verified (written concurrently)");
+  if (!table_listing_)
+    return make_error(Code::failed_precondition, "nftables table not verified (not listed since the agent's last write)");
   if (*listed != table_listing_->text) return make_error(Code::failed_precondition, "nftables table changed");
   return check_routing();
 }

@@ -10,10 +10,12 @@
 // Not thread-safe: the caller serialises calls on one Attachment (different
 // Attachments may be used from different threads).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "agent/common/result.h"
+#include "netns/attach_memo.h"
 #include "netns/namespace_handle.h"
 #include "netns/nft_local.h"
 #include "netns/policy_routing.h"
@@ -61,6 +63,19 @@ class Attachment {
   static Result<Attachment> prepare(NamespaceHandle ns, const AttachParams& params);
   Status open();
 
+  // attach() for a namespace the agent attached before it was started again, when the
+  // kernel shows nothing changed since `note` was taken (attach_memo.h): the table is
+  // kept as it is, the listeners are opened on the ports it points at, the policy
+  // routing is installed (idempotent). failed_precondition saying what differs when
+  // the note does not hold (another namespace, a transaction since, another table
+  // text), aborted when a port is taken: the caller then attaches in full. Nothing in
+  // the kernel is written before the note is found to hold.
+  // first (optional) runs in the namespace before anything there is read, e.g. to
+  // subscribe to its changes so that none after the reads goes unseen. All in one
+  // visit of the namespace (one thread).
+  static Result<Attachment> adopt(NamespaceHandle ns, const AttachParams& params, const AttachNote& note,
+                                  const std::function<void()>& first = {});
+
   // Removes the table, rules and routes the agent may have left in a namespace it
   // no longer attaches (e.g. a Workspace deleted while the agent was down).
   static Status remove_stale(const std::string& path, const AttachParams& params);
@@ -85,7 +100,8 @@ class Attachment {
   // what is missing or changed (the namespace is gone; the table was removed, or its
   // content differs from what the agent's last table write left; a rule or a route
   // was removed behind the agent's back). update() with the same policy reinstalls
-  // the table.
+  // the table. The table is listed only when nftables there moved past the agent's
+  // last write (its generation).
   Status check() const;
   // check() without the table: the policy routing only, and the address families:
   // failed_precondition too when a family became live in the namespace since the
@@ -110,13 +126,16 @@ class Attachment {
   Listeners take_listeners();
   TproxyPorts ports() const { return ports_; }
   const RulesetPolicy& policy() const { return params_.policy; }
+  // Whether the table the agent last wrote (or adopted) is the one `policy` needs.
+  bool table_is_for(const RulesetPolicy& policy) const;
   const NamespaceHandle& ns() const { return ns_; }
   // The namespace's nftables generation right after the agent's last table write,
   // when nothing else wrote in between (what check() compares with is known); else
   // nullopt. A namespace still at it needs no listing to know the table is intact.
-  std::optional<uint32_t> written_generation() const {
-    return table_listing_ ? std::optional<uint32_t>(table_listing_->generation) : std::nullopt;
-  }
+  std::optional<uint32_t> written_generation() const { return written_generation_; }
+  // What adopt() needs to take this namespace over after a restart, while the agent's
+  // last table write is known to be the namespace's last transaction (as above).
+  std::optional<AttachNote> note() const;
   bool namespace_alive() const { return ns_.alive(); }
 
  private:
@@ -135,6 +154,11 @@ class Attachment {
   // nullopt when another transaction interleaved (the content is then unknown, and
   // check() reports it so that a repair writes the table again).
   std::optional<TableListing> table_listing_;
+  // The generation after the last table write (also for an adopted table, whose text
+  // was not listed), or nullopt when unknown.
+  std::optional<uint32_t> written_generation_;
+  uint64_t ruleset_digest_ = 0;  // of the text the last table write sent
+  uint64_t netns_cookie_ = 0;    // of the namespace, once listeners are open
   // Whether the last update() left a destination uncovered that the policy before it
   // covered (end_uncovered_time_wait() has work only then).
   bool coverage_shrank_ = false;

@@ -158,23 +158,25 @@ bool route_notification_matters(const void* buf, size_t len, const WatchedObject
 }
 
 Result<ChangeWatch> ChangeWatch::open(int ns_fd, WatchedObjects what) {
-  return run_in_netns<ChangeWatch>(ns_fd, [&]() -> Result<ChangeWatch> {
-    auto nft = subscribe(NETLINK_NETFILTER, {NFNLGRP_NFTABLES});
-    if (!nft.ok()) return std::move(nft).error();
-    auto route = subscribe(NETLINK_ROUTE, {RTNLGRP_IPV4_RULE, RTNLGRP_IPV6_RULE, RTNLGRP_IPV4_ROUTE,
-                                           RTNLGRP_IPV6_ROUTE, RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR,
-                                           RTNLGRP_IPV6_IFADDR});
-    if (!route.ok()) return std::move(route).error();
-    return ChangeWatch(std::move(nft.value()), std::move(route.value()), std::move(what));
-  });
+  return run_in_netns<ChangeWatch>(ns_fd, [&] { return open_here(std::move(what)); });
 }
 
-bool ChangeWatch::drain() {
+Result<ChangeWatch> ChangeWatch::open_here(WatchedObjects what) {
+  auto nft = subscribe(NETLINK_NETFILTER, {NFNLGRP_NFTABLES});
+  if (!nft.ok()) return std::move(nft).error();
+  auto route = subscribe(NETLINK_ROUTE, {RTNLGRP_IPV4_RULE, RTNLGRP_IPV6_RULE, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE,
+                                         RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR});
+  if (!route.ok()) return std::move(route).error();
+  return ChangeWatch(std::move(nft.value()), std::move(route.value()), std::move(what));
+}
+
+WatchReport ChangeWatch::drain() {
   // Both drained: what is left queued would report the same change again next time.
-  bool nft = drain_socket(nft_.get(), [&](const void* b, size_t n) { return nft_notification_matters(b, n, what_); });
-  bool route =
+  WatchReport r;
+  r.nft = drain_socket(nft_.get(), [&](const void* b, size_t n) { return nft_notification_matters(b, n, what_); });
+  r.routing =
       drain_socket(route_.get(), [&](const void* b, size_t n) { return route_notification_matters(b, n, what_); });
-  return nft || route;
+  return r;
 }
 
 Result<ChangeWatchSet> ChangeWatchSet::create() {
@@ -212,8 +214,8 @@ void ChangeWatchSet::remove(uint64_t key) {
   watches_.erase(it);
 }
 
-Result<std::vector<uint64_t>> ChangeWatchSet::changed() {
-  std::vector<uint64_t> out;
+Result<std::vector<std::pair<uint64_t, WatchReport>>> ChangeWatchSet::changed() {
+  std::vector<std::pair<uint64_t, WatchReport>> out;
   std::array<epoll_event, 64> events;
   // Bounded: a namespace flooding notifications cannot keep this loop going; what
   // is left is reported next time.
@@ -227,7 +229,8 @@ Result<std::vector<uint64_t>> ChangeWatchSet::changed() {
     for (int i = 0; i < n; ++i) {
       const uint64_t key = events[static_cast<size_t>(i)].data.u64;
       auto it = watches_.find(key);
-      if (it != watches_.end() && it->second.drain()) out.push_back(key);
+      if (it == watches_.end()) continue;
+      if (WatchReport r = it->second.drain()) out.emplace_back(key, r);
     }
     if (static_cast<size_t>(n) < events.size()) break;
   }

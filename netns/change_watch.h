@@ -29,15 +29,25 @@ struct WatchedObjects {
   uint32_t route_table = 0;  // the policy-routing table
 };
 
+// What a namespace reported: its nftables (any committed change there, the agent's
+// own writes included), its policy routing (rules, routes, links, addresses).
+struct WatchReport {
+  bool nft = false;
+  bool routing = false;
+  explicit operator bool() const { return nft || routing; }
+};
+
 // The two sockets of one namespace.
 class ChangeWatch {
  public:
   // Changes from this call on are reported.
   static Result<ChangeWatch> open(int ns_fd, WatchedObjects what);
+  // The same in the calling thread's namespace.
+  static Result<ChangeWatch> open_here(WatchedObjects what);
 
-  // Reads every queued notification without blocking; true when one was about the
-  // watched objects or some were lost.
-  bool drain();
+  // Reads every queued notification without blocking; per socket, whether one was
+  // about the watched objects or some were lost.
+  WatchReport drain();
 
   int nft_fd() const { return nft_.get(); }
   int route_fd() const { return route_.get(); }
@@ -67,9 +77,10 @@ class ChangeWatchSet {
   bool contains(uint64_t key) const { return watches_.count(key) != 0; }
   size_t size() const { return watches_.size(); }
 
-  // Without blocking: the keys whose namespace reported a change since the last call
-  // (each ready socket drained). O(namespaces with a notification).
-  Result<std::vector<uint64_t>> changed();
+  // Without blocking: the keys whose namespace reported a change since the last call,
+  // with what it reported (each ready socket drained). O(namespaces with a
+  // notification).
+  Result<std::vector<std::pair<uint64_t, WatchReport>>> changed();
 
  private:
   explicit ChangeWatchSet(UniqueFd epoll) : epoll_(std::move(epoll)) {}

@@ -4,6 +4,7 @@
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <system_error>
@@ -34,6 +35,13 @@ bool NamespaceHandle::alive() const {
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) return false;
   return st.st_dev == dev_ && st.st_ino == ino_;
+}
+
+Result<uint64_t> netns_cookie(int fd) {
+  uint64_t cookie = 0;
+  socklen_t len = sizeof cookie;
+  if (::getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) return errno_error("SO_NETNS_COOKIE");
+  return cookie;
 }
 
 Status run_in_netns_void(int ns_fd, const std::function<Status()>& fn) {

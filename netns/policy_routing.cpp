@@ -220,6 +220,26 @@ bool has_local_default(nl_cache* routes, int family, const RoutingParams& p) {
   return false;
 }
 
+// The fwmark rules and local routes of the namespace, as two libnl caches.
+struct RoutingDump {
+  CacheObj rules;
+  CacheObj routes;
+  bool has(int family, const RoutingParams& p) const {
+    return has_rule(rules.get(), family, p) && has_local_default(routes.get(), family, p);
+  }
+};
+
+Result<RoutingDump> dump_routing(RouteSocket& sk) {
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_rule_alloc_cache(sk.fresh(), AF_UNSPEC, &raw); err < 0) return sk.error("list rules", err);
+  CacheObj rules(raw);
+  raw = nullptr;
+  // ROUTE_CACHE_CONTENT: every table, not only main.
+  if (int err = rtnl_route_alloc_cache(sk.fresh(), AF_UNSPEC, ROUTE_CACHE_CONTENT, &raw); err < 0)
+    return sk.error("list routes", err);
+  return RoutingDump{std::move(rules), CacheObj(raw)};
+}
+
 // Why the family's state now differs from what the last install left, or empty.
 std::string family_change(int family, const FamilyProbe& now, const RoutingState& installed) {
   const std::string name = family_name(family);
@@ -255,41 +275,46 @@ Status check_policy_routing(int ns_fd, const RoutingParams& params, const Routin
     if (!enforced.ipv4 && !enforced.ipv6) return {};
     auto sk = connect_route_socket();
     if (!sk.ok()) return std::move(sk).error();
-    nl_cache* raw = nullptr;
-    if (int err = rtnl_rule_alloc_cache(sk->fresh(), AF_UNSPEC, &raw); err < 0) return sk->error("list rules", err);
-    CacheObj rules(raw);
-    raw = nullptr;
-    // ROUTE_CACHE_CONTENT: every table, not only main.
-    if (int err = rtnl_route_alloc_cache(sk->fresh(), AF_UNSPEC, ROUTE_CACHE_CONTENT, &raw); err < 0)
-      return sk->error("list routes", err);
-    CacheObj routes(raw);
+    auto dump = dump_routing(*sk);
+    if (!dump.ok()) return std::move(dump).error();
+    nl_cache* rules = dump->rules.get();
+    nl_cache* routes = dump->routes.get();
     for (int family : {AF_INET, AF_INET6}) {
       if (!has_family(enforced, family)) continue;
-      if (!has_rule(rules.get(), family, params))
+      if (!has_rule(rules, family, params))
         return make_error(Code::failed_precondition, std::string("fwmark rule missing (") + family_name(family) + ")");
-      if (!has_local_default(routes.get(), family, params))
+      if (!has_local_default(routes, family, params))
         return make_error(Code::failed_precondition, std::string("local route missing (") + family_name(family) + ")");
     }
     return {};
   });
 }
 
-RoutingInstall install_policy_routing(int ns_fd, const RoutingParams& params) {
+namespace {
+
+// install_policy_routing and ensure_policy_routing, on the namespace's thread.
+RoutingInstall install_here(const RoutingParams& params, bool keep_present) {
   RoutingInstall out;
-  out.status = run_in_netns_void(ns_fd, [&]() -> Status {
+  out.status = [&]() -> Status {
     auto sk = connect_route_socket();
     if (!sk.ok()) return std::move(sk).error();
     KIB_TRY(bring_lo_up(*sk));
     auto probe = probe_families();
     if (!probe.ok()) return std::move(probe).error();
+    std::optional<RoutingDump> present;
+    if (keep_present) {
+      auto dump = dump_routing(*sk);
+      if (!dump.ok()) return std::move(dump).error();
+      present.emplace(std::move(*dump));
+    }
     // Each live family on its own: one that cannot be enforced leaves the others in
     // force (its covered traffic stays dropped by the table).
     Status first_failure;
     for (int family : {AF_INET, AF_INET6}) {
       if (!has_family(probe->live, family)) continue;
-      Status st = has_family(probe->blocked, family)
-                      ? Status(make_error(Code::failed_precondition, probe->ipv6_blocked))
-                      : install_family(*sk, family, params);
+      Status st = has_family(probe->blocked, family) ? Status(make_error(Code::failed_precondition, probe->ipv6_blocked))
+                  : present && present->has(family, params) ? Status{}
+                                                            : install_family(*sk, family, params);
       if (st.ok()) {
         add_family(out.state.enforced, family);
         continue;
@@ -298,9 +323,23 @@ RoutingInstall install_policy_routing(int ns_fd, const RoutingParams& params) {
       if (first_failure.ok()) first_failure = std::move(st);
     }
     return first_failure;
-  });
+  }();
   return out;
 }
+
+}  // namespace
+
+RoutingInstall install_policy_routing(int ns_fd, const RoutingParams& params) {
+  RoutingInstall out;
+  Status ran = run_in_netns_void(ns_fd, [&]() -> Status {
+    out = install_here(params, false);
+    return {};
+  });
+  if (!ran.ok()) out.status = std::move(ran);
+  return out;
+}
+
+RoutingInstall ensure_policy_routing_here(const RoutingParams& params) { return install_here(params, true); }
 
 Status remove_policy_routing(int ns_fd, const RoutingParams& params) {
   return run_in_netns_void(ns_fd, [&]() -> Status {

@@ -58,6 +58,12 @@ struct RoutingInstall {
 // each live family. Idempotent.
 RoutingInstall install_policy_routing(int ns_fd, const RoutingParams& params);
 
+// The same in the calling thread's namespace, but a family whose rule and local route
+// are there already is left as it is: reads first, writes only what is missing. For a
+// namespace adopted after a restart, where everything is usually in place: a write
+// would notify every route watcher of the host (one per attached namespace).
+RoutingInstall ensure_policy_routing_here(const RoutingParams& params);
+
 // failed_precondition when what the kernel enforces is not `installed`: the fwmark
 // rule or the local route of an enforced family is missing (someone flushed them, or
 // IPv6 was turned off on lo), a family became live or stopped being live since, a

@@ -62,6 +62,7 @@ struct TproxyPorts {
   uint16_t tcp = 0;
   uint16_t dns_udp = 0;
   uint16_t dns_tcp = 0;
+  bool operator==(const TproxyPorts&) const = default;
 };
 
 struct RulesetParams {

@@ -88,13 +88,13 @@ Result<UniqueFd> open_one(int family, Transport transport, uint16_t port, const 
   return fd;
 }
 
-Result<ListenerSet> open_set(Transport transport, unsigned count, const std::string& cc) {
-  auto first = open_one(AF_INET, transport, 0, cc);
+Result<ListenerSet> open_set(Transport transport, unsigned count, const std::string& cc, uint16_t port) {
+  auto first = open_one(AF_INET, transport, port, cc);
   if (!first.ok()) return std::move(first).error();
-  auto port = bound_port(first->get());
-  if (!port.ok()) return std::move(port).error();
+  auto bound = bound_port(first->get());
+  if (!bound.ok()) return std::move(bound).error();
   ListenerSet set;
-  set.port = *port;
+  set.port = *bound;
   set.v4.push_back(std::move(*first));
   for (unsigned i = 0; i < 2 * count - 1; ++i) {
     int family = i + 1 < count ? AF_INET : AF_INET6;
@@ -117,15 +117,20 @@ Status check_tcp_congestion_control(const std::string& name) {
 
 Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count,
                                                const std::string& congestion_control) {
+  return run_in_netns<ListenerSet>(
+      ns_fd, [&] { return open_transparent_listeners_here(transport, count, congestion_control, 0); });
+}
+
+Result<ListenerSet> open_transparent_listeners_here(Transport transport, unsigned count,
+                                                    const std::string& congestion_control, uint16_t port) {
   if (count == 0) return make_error(Code::invalid_argument, "listener count must be at least 1");
-  return run_in_netns<ListenerSet>(ns_fd, [&]() -> Result<ListenerSet> {
-    // The kernel picks a free v4 port; the v6 wildcard may hold it already, so retry
-    // with another port a bounded number of times.
-    for (int attempt = 0;; ++attempt) {
-      auto set = open_set(transport, count, congestion_control);
-      if (set.ok() || set.error().code != Code::aborted || attempt + 1 == kPortAttempts) return set;
-    }
-  });
+  if (port != 0) return open_set(transport, count, congestion_control, port);
+  // The kernel picks a free v4 port; the v6 wildcard may hold it already, so retry
+  // with another port a bounded number of times.
+  for (int attempt = 0;; ++attempt) {
+    auto set = open_set(transport, count, congestion_control, 0);
+    if (set.ok() || set.error().code != Code::aborted || attempt + 1 == kPortAttempts) return set;
+  }
 }
 
 Result<UniqueFd> open_transparent_reply_socket(int ns_fd, const sockaddr* local, socklen_t len) {

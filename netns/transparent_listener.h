@@ -36,6 +36,11 @@ struct ListenerSet {
 Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, unsigned count,
                                                const std::string& congestion_control = {});
 
+// The same in the calling thread's namespace, on `port` (0: one the kernel picks);
+// aborted when a given port is taken.
+Result<ListenerSet> open_transparent_listeners_here(Transport transport, unsigned count,
+                                                    const std::string& congestion_control, uint16_t port);
+
 // Whether this kernel lets the agent set TCP congestion control `name` on a socket
 // (TCP_CONGESTION): invalid_argument naming it when not.
 Status check_tcp_congestion_control(const std::string& name);

@@ -8,7 +8,8 @@ Result<Wiring> wire(const Config& config, api::MethodRegistry& registry) {
   Wiring w;
   // The data plane starts before the store publishes into it. Without io_uring the
   // agent cannot enforce any Workspace, so it refuses to start (create() says why).
-  w.attacher = std::make_unique<dataplane::NetnsAttacher>(config.dataplane.guest_congestion_control);
+  w.attacher = std::make_unique<dataplane::NetnsAttacher>(config.dataplane.guest_congestion_control,
+                                                        config.state_dir + "/attachments");
   auto rt = dataplane::DataplaneRuntime::create(config, *w.attacher);
   if (!rt.ok()) return std::move(rt).error();
   w.runtime = std::move(*rt);

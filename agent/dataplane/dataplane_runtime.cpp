@@ -238,6 +238,12 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
   return {};
 }
 
+void DataplaneRuntime::workspaces_restoring(const std::vector<Restoring>& all) {
+  attacher_.prepare(all, workspace_loops_);
+}
+
+void DataplaneRuntime::workspaces_restored() { attacher_.end_prepared(); }
+
 void DataplaneRuntime::forget_workspace(const std::string& workspace_id, bool remove_rules) {
   {
     std::lock_guard lk(mu_);

@@ -28,6 +28,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
 
   void egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) override;
   void egress_deleted(const std::string& egress_id) override;
+  void workspaces_restoring(const std::vector<Restoring>& all) override;
+  void workspaces_restored() override;
   Status workspace_applied(const std::string& workspace_id, const std::string& netns,
                            const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) override;
   void workspace_deleted(const std::string& workspace_id) override;

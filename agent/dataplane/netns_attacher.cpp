@@ -2,6 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
+#include <system_error>
+#include <thread>
+
 #include "netns/namespace_handle.h"
 #include "netns/nft_generation.h"
 #include "netns/nft_ruleset.h"
@@ -43,14 +48,88 @@ netns::WatchedObjects watched_objects() { return {netns::kTableName, netns::kDef
 
 }  // namespace
 
-NetnsAttacher::NetnsAttacher(std::string guest_congestion_control)
-    : guest_congestion_control_(std::move(guest_congestion_control)) {
+NetnsAttacher::NetnsAttacher(std::string guest_congestion_control, std::string memo_path)
+    : guest_congestion_control_(std::move(guest_congestion_control)), memo_path_(std::move(memo_path)) {
   if (auto own = netns::NamespaceHandle::open("/proc/self/ns/net"); own.ok())
     own_namespace_.emplace(static_cast<uint64_t>(own->dev()), static_cast<uint64_t>(own->ino()));
   if (auto set = netns::ChangeWatchSet::create(); set.ok())
     watches_.emplace(std::move(set.value()));
   else
     spdlog::warn("watching namespaces for changes: {} (each is checked every 2 s instead)", set.error().message);
+  if (memo_path_.empty()) return;
+  auto boot = netns::current_boot_id();
+  if (!boot.ok()) {
+    spdlog::warn("{}: every namespace gets its table written again at a start", boot.error().message);
+    return;
+  }
+  boot_id_ = std::move(*boot);
+  auto notes = netns::load_attach_notes(memo_path_, boot_id_);
+  if (notes.ok())
+    inherited_ = std::move(*notes);
+  else
+    spdlog::warn("{} (ignored: every namespace gets its table written again)", notes.error().message);
+}
+
+void NetnsAttacher::note(const std::string& workspace_id, const Entry& e) {
+  if (boot_id_.empty()) return;
+  // Only a table known to be the agent's write at the generation it was last seen at.
+  auto n = e.checked_generation ? e.attachment.note() : std::nullopt;
+  if (!n) return drop_note(workspace_id);
+  n->generation = *e.checked_generation;
+  auto [it, added] = notes_.try_emplace(workspace_id, *n);
+  if (!added && it->second == *n) return;
+  it->second = *n;
+  write_memo([&](netns::AttachMemo& m) { return m.put(workspace_id, *n); });
+}
+
+void NetnsAttacher::drop_note(const std::string& workspace_id) {
+  if (notes_.erase(workspace_id) == 0) return;
+  write_memo([&](netns::AttachMemo& m) { return m.drop(workspace_id); });
+}
+
+void NetnsAttacher::write_memo(const std::function<Status(netns::AttachMemo&)>& line) {
+  // What a rewrite keeps: this agent's notes, and those of the previous one not used
+  // yet (a Workspace whose namespace is not back yet may still adopt it).
+  auto live = [&] {
+    netns::AttachNotes all = inherited_;
+    for (const auto& [id, n] : notes_) all[id] = n;
+    return all;
+  };
+  Status st;
+  if (!memo_) {
+    auto m = netns::AttachMemo::create(memo_path_, boot_id_, live());
+    if (m.ok()) memo_.emplace(std::move(*m));
+    st = m.ok() ? Status{} : Status(std::move(m).error());
+  } else if (!memo_intact_) {
+    st = memo_->rewrite(live());
+  } else {
+    st = line(*memo_);
+    // inherited_ shrinks to nothing as a start proceeds: notes_ is about all of it.
+    if (st.ok() && memo_->long_for(notes_.size() + inherited_.size())) st = memo_->rewrite(live());
+  }
+  memo_intact_ = st.ok() && memo_.has_value();
+  std::string err = st.ok() ? std::string() : st.error().message;
+  if (err != memo_error_ && !err.empty())
+    spdlog::warn("{} (a start after this one writes the tables again)", err);
+  memo_error_ = std::move(err);
+}
+
+Result<netns::Attachment> NetnsAttacher::attach_or_adopt(const std::string& workspace_id, netns::NamespaceHandle ns,
+                                                          const netns::AttachParams& params) {
+  std::optional<netns::AttachNote> inherited;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = inherited_.find(workspace_id); it != inherited_.end()) {
+      inherited = it->second;
+      inherited_.erase(it);
+    }
+  }
+  if (inherited) {
+    auto a = netns::Attachment::adopt(ns.share(), params, *inherited);
+    if (a.ok()) return a;
+    spdlog::info("workspace {}: writing its rules again: {}", workspace_id, a.error().message);
+  }
+  return netns::Attachment::attach(std::move(ns), params);
 }
 
 Status NetnsAttacher::attachable(uint64_t dev, uint64_t ino) const {
@@ -72,53 +151,155 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   if (auto holder = holder_of(*ns, workspace_id); !holder.empty())
     return Error{Code::failed_precondition,
                  "netns " + netns + ": its network namespace is already attached to workspace " + holder};
-  netns::AttachParams params;
-  params.policy = std::move(rp.value());
-  params.listeners_per_family = tcp_listeners;
-  params.guest_congestion_control = guest_congestion_control_;
-  auto a = netns::Attachment::attach(std::move(*ns), params);
-  if (!a.ok()) return std::move(a).error();
+  std::optional<netns::ChangeWatch> watch;
+  std::optional<netns::Attachment> a;
+  bool check_first = true;  // the first repair pass checks it, whatever the watch says
+  if (auto ready = claim_prepared(workspace_id, *ns, rp.value(), tcp_listeners)) {
+    a.emplace(std::move(ready->attachment));
+    watch = std::move(ready->watch);
+    check_first = !watch;  // watched since before the adoption read the kernel
+  } else {
+    netns::AttachParams params;
+    params.policy = std::move(rp.value());
+    params.listeners_per_family = tcp_listeners;
+    params.guest_congestion_control = guest_congestion_control_;
+    auto attached = attach_or_adopt(workspace_id, std::move(*ns), params);
+    if (!attached.ok()) return std::move(attached).error();
+    a.emplace(std::move(attached.value()));
+  }
   WorkspaceListeners out = taken_listeners(*a);
   // Opened after the writes above, outside mu_ (a thread enters the namespace); the
   // first repair checks the namespace whatever the watch reports.
-  auto w = watches_ ? netns::ChangeWatch::open(a->ns().fd(), watched_objects())
-                    : Result<netns::ChangeWatch>(Error{Code::unavailable, "no epoll set"});
+  if (!watch && watches_) {
+    auto w = netns::ChangeWatch::open(a->ns().fd(), watched_objects());
+    if (w.ok())
+      watch.emplace(std::move(w.value()));
+    else
+      spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
+                   w.error().message);
+  }
   std::lock_guard lk(mu_);
   forget(workspace_id);
   const uint64_t key = next_key_++;
   // The table as the agent's own write left it: the check its own notification asks
   // for looks at the routing, and lists the table only if another write followed.
   const auto written = a->written_generation();
-  Entry e{std::move(a.value()), key, true, next_sweep(std::chrono::steady_clock::now(), key), written};
-  if (w.ok()) {
-    if (Status st = watches_->add(e.key, std::move(w.value())); !st.ok())
+  Entry e{std::move(*a), key, check_first, next_sweep(std::chrono::steady_clock::now(), key), written};
+  if (watch) {
+    if (Status st = watches_->add(e.key, std::move(*watch)); !st.ok()) {
+      e.changed = true;
       spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
                    st.error().message);
-  } else if (watches_) {
-    spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
-                 w.error().message);
+    }
   }
-  entries_.emplace(workspace_id, std::move(e));
+  note(workspace_id, entries_.emplace(workspace_id, std::move(e)).first->second);
   return out;
+}
+
+// Adoptions (attach_memo.h) need no order among themselves: at a start they run on a
+// few threads at once, ahead of the attach() calls that the runtime makes one by one
+// in store order (which keep the checks that need it: holder_of, attachable). At
+// 2,000 Workspaces this halves the time until all are enforced again on 2 cores.
+void NetnsAttacher::prepare(const std::vector<Runtime::Restoring>& all, unsigned tcp_listeners) {
+  std::vector<std::pair<const Runtime::Restoring*, netns::AttachNote>> work;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& w : all) {
+      auto it = inherited_.find(w.workspace_id);
+      if (it == inherited_.end()) continue;
+      work.emplace_back(&w, it->second);
+      inherited_.erase(it);
+    }
+  }
+  if (work.empty()) return;
+  const unsigned threads = std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4);
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < work.size();) prepare_one(*work[i].first, work[i].second, tcp_listeners);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads && i < work.size(); ++i) {
+    try {
+      pool.emplace_back(run);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the ones running take all the work
+    }
+  }
+  run();
+  for (auto& t : pool) t.join();
+}
+
+void NetnsAttacher::prepare_one(const Runtime::Restoring& w, const netns::AttachNote& note, unsigned tcp_listeners) {
+  auto rp = netns::ruleset_policy_from_proto(w.policy);
+  auto ns = netns::NamespaceHandle::open(w.netns);
+  // attach() reports what is wrong with these.
+  if (!rp.ok() || !ns.ok() || !attachable(static_cast<uint64_t>(ns->dev()), static_cast<uint64_t>(ns->ino())).ok())
+    return;
+  netns::AttachParams params;
+  params.policy = std::move(rp.value());
+  params.listeners_per_family = tcp_listeners;
+  params.guest_congestion_control = guest_congestion_control_;
+  // Watched before adopt() reads the kernel: a change after its reads is reported, so
+  // the namespace needs no check of its own after the start (with 2,000 of them, a
+  // pass that checks them all takes seconds).
+  std::optional<netns::ChangeWatch> watch;
+  auto subscribe = [&] {
+    if (!watches_) return;
+    if (auto opened = netns::ChangeWatch::open_here(watched_objects()); opened.ok())
+      watch.emplace(std::move(opened.value()));
+  };
+  auto a = netns::Attachment::adopt(std::move(*ns), params, note, subscribe);
+  if (!a.ok()) {
+    spdlog::info("workspace {}: writing its rules again: {}", w.workspace_id, a.error().message);
+    return;
+  }
+  std::lock_guard lk(mu_);
+  prepared_.emplace(w.workspace_id, Prepared{std::move(a.value()), std::move(watch), tcp_listeners});
+}
+
+std::optional<NetnsAttacher::Prepared> NetnsAttacher::claim_prepared(const std::string& workspace_id,
+                                                                     const netns::NamespaceHandle& ns,
+                                                                     const netns::RulesetPolicy& policy,
+                                                                     unsigned tcp_listeners) {
+  std::optional<Prepared> p;
+  {
+    std::lock_guard lk(mu_);
+    auto it = prepared_.find(workspace_id);
+    if (it == prepared_.end()) return std::nullopt;
+    p.emplace(std::move(it->second));
+    prepared_.erase(it);
+  }
+  // The store changed between prepare() and now, or the path names another namespace.
+  const auto& held = p->attachment.ns();
+  if (held.path() != ns.path() || held.dev() != ns.dev() || held.ino() != ns.ino() ||
+      p->tcp_listeners != tcp_listeners || !p->attachment.table_is_for(policy))
+    return std::nullopt;
+  return p;
+}
+
+void NetnsAttacher::end_prepared() {
+  std::lock_guard lk(mu_);
+  prepared_.clear();  // closes their listeners; the tables stay, and drop
 }
 
 void NetnsAttacher::forget(const std::string& workspace_id) {
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return;
   if (watches_) watches_->remove(it->second.key);
-  changed_keys_.erase(it->second.key);
+  reported_.erase(it->second.key);
   entries_.erase(it);
+  drop_note(workspace_id);
 }
 
 void NetnsAttacher::note_changes() {
   if (!watches_) return;
-  auto keys = watches_->changed();
-  if (!keys.ok()) {
+  auto reported = watches_->changed();
+  if (!reported.ok()) {
     // Cannot tell what changed: check everything.
     for (auto& [id, e] : entries_) e.changed = true;
     return;
   }
-  changed_keys_.insert(keys->begin(), keys->end());
+  for (const auto& [key, r] : *reported) reported_[key] |= r.routing;
 }
 
 // Two Workspaces in one namespace would install, and remove, the same table: the
@@ -144,6 +325,7 @@ Result<WorkspaceListeners> NetnsAttacher::update(const std::string& workspace_id
   if (it == entries_.end()) return Error{Code::failed_precondition, "workspace is not attached"};
   KIB_TRY(it->second.attachment.update(rp.value()));
   it->second.checked_generation = it->second.attachment.written_generation();  // as in attach()
+  note(workspace_id, it->second);
   // The policy is in force either way; a sweep that failed is logged.
   if (Status st = it->second.attachment.end_uncovered_time_wait(); !st.ok())
     spdlog::warn("workspace {}: {}", workspace_id, st.error().message);
@@ -209,8 +391,11 @@ std::optional<std::vector<std::pair<std::string, WorkspaceAttacher::Repair>>> Ne
     const auto now = std::chrono::steady_clock::now();
     note_changes();
     for (auto& [id, e] : entries_) {
-      if (changed_keys_.erase(e.key) != 0) e.changed = true;
-      if (e.changed || now >= e.next_sweep) due.push_back(id);
+      if (auto r = reported_.find(e.key); r != reported_.end()) {
+        (r->second ? e.changed : e.nft_reported) = true;
+        reported_.erase(r);
+      }
+      if (e.changed || e.nft_reported || now >= e.next_sweep) due.push_back(id);
     }
   }
   std::vector<std::pair<std::string, Repair>> out;
@@ -224,11 +409,13 @@ std::optional<std::vector<std::pair<std::string, WorkspaceAttacher::Repair>>> Ne
 
 // Under mu_, like update(): a policy swap and a repair never interleave, and the
 // table put back is the policy in force. Only a namespace that reported a change
-// (netns/change_watch.h: the agent's own writes count too, so each is followed by one
-// check), has no watch, failed its last check, or is due for the backstop sweep is
-// checked; the rest cost a map lookup. A checked namespace's table is listed
-// (~1.7 ms, compared with what the agent's last write left) only when its nftables
-// generation moved since it was last found in place; the policy routing every time.
+// (netns/change_watch.h), has no watch, failed its last check, or is due for the
+// backstop sweep is looked at; the rest cost a map lookup. One whose nftables alone
+// reported, still at the generation last found in place (the agent's own write:
+// each is followed by such a report), costs a generation read and nothing more. A
+// checked namespace's table is listed (~1.7 ms, compared with what the agent's last
+// write left) only when its nftables generation moved since it was last found in
+// place; the policy routing every time.
 WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id) {
   std::lock_guard lk(mu_);
   auto it = entries_.find(workspace_id);
@@ -236,7 +423,10 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
   // repairs_needed() read the sockets and chose this Workspace as due: checked now.
   const auto now = std::chrono::steady_clock::now();
   Entry& e = it->second;
-  changed_keys_.erase(e.key);
+  // Only nftables reported (typically the agent's own write), nothing else is due:
+  // when the generation is the one last found in place, nothing changed at all.
+  const bool nft_only = e.nft_reported && !e.changed && now < e.next_sweep;
+  e.nft_reported = false;
   // Only now: a path that names another namespace is moved() (stat'd every pass).
   if (!e.attachment.namespace_alive()) return {};
   bool watched = watches_ && watches_->contains(e.key);
@@ -247,12 +437,14 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
   }
   // Cleared before the check: a change from here on is queued on the sockets.
   e.changed = !watched;
-  e.next_sweep = next_sweep(now, e.key);
   auto gen = netns::nft_generation(e.attachment.ns().fd());
   const bool untouched = gen.ok() && e.checked_generation == *gen;
+  if (nft_only && untouched && watched) return {};
+  e.next_sweep = next_sweep(now, e.key);
   Status checked = untouched ? e.attachment.check_routing() : e.attachment.check();
   if (checked.ok()) {
     if (gen.ok()) e.checked_generation = *gen;
+    note(workspace_id, e);
     return {};
   }
   // A check that could not run (no fd for a socket, no helper) says nothing about the
@@ -265,6 +457,8 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
   // left as it was: the next check lists the table put back once more, which also
   // covers a write that another transaction interleaved with.
   e.changed = true;
+  // Not adoptable until a check finds the table put back in place.
+  drop_note(workspace_id);
   return {checked.error().message, e.attachment.reinstall(), {}};
 }
 

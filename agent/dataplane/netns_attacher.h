@@ -2,11 +2,12 @@
 // WorkspaceAttacher over netns::Attachment: the nftables TPROXY table, policy
 // routing and transparent listeners of each Workspace namespace.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "agent/dataplane/workspace_attacher.h"
@@ -18,8 +19,10 @@ namespace kib::dataplane {
 class NetnsAttacher final : public WorkspaceAttacher {
  public:
   // guest_congestion_control: config dataplane.guest_congestion_control (checked at
-  // start by DataplaneRuntime::create).
-  explicit NetnsAttacher(std::string guest_congestion_control = {});
+  // start by DataplaneRuntime::create). memo_path: where what the agent wrote in each
+  // namespace is noted (netns/attach_memo.h), so that an agent started again adopts
+  // what nobody touched since; empty: no memo, every start writes every table.
+  explicit NetnsAttacher(std::string guest_congestion_control = {}, std::string memo_path = {});
   Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
                                     const ::kibotos::ctrl::v1::NetworkPolicy& policy,
                                     unsigned tcp_listeners) override;
@@ -31,21 +34,45 @@ class NetnsAttacher final : public WorkspaceAttacher {
   Status remove_leftovers(const std::string& netns, uint64_t dev, uint64_t ino) override;
   std::string health(const std::string& workspace_id) const override;
   std::vector<std::string> enforced_families(const std::string& workspace_id) const override;
+  void prepare(const std::vector<Runtime::Restoring>& all, unsigned tcp_listeners) override;
+  void end_prepared() override;
   Repair repair(const std::string& workspace_id) override;
   std::optional<std::vector<std::pair<std::string, Repair>>> repairs_needed() override;
   Status attachable(uint64_t dev, uint64_t ino) const override;
 
  private:
+  struct Entry;
   // The other Workspace attached to this namespace, or empty.
   std::string holder_of(const netns::NamespaceHandle& ns, const std::string& except) const;
 
   void forget(const std::string& workspace_id);  // under mu_
-  // Moves what watches_ reported into changed_keys_. Under mu_.
+  // Adopts the namespace when the previous agent's note of it holds, else attaches.
+  Result<netns::Attachment> attach_or_adopt(const std::string& workspace_id, netns::NamespaceHandle ns,
+                                            const netns::AttachParams& params);
+  // A namespace prepare() adopted, waiting for its Workspace's attach().
+  struct Prepared {
+    netns::Attachment attachment;
+    std::optional<netns::ChangeWatch> watch;  // nullopt: opened by attach()
+    unsigned tcp_listeners = 0;
+  };
+  void prepare_one(const Runtime::Restoring& w, const netns::AttachNote& note, unsigned tcp_listeners);
+  // The prepared attachment of this Workspace when it is for this namespace, policy
+  // and listener count; else nullopt (and it is let go).
+  std::optional<Prepared> claim_prepared(const std::string& workspace_id, const netns::NamespaceHandle& ns,
+                                         const netns::RulesetPolicy& policy, unsigned tcp_listeners);
+  // Notes what a restarted agent may adopt of this Entry, or drops its note. Under mu_.
+  void note(const std::string& workspace_id, const Entry& e);
+  void drop_note(const std::string& workspace_id);
+  // Appends `line` to the memo (opened at the first note: by then the state dir is
+  // locked, so no second agent started on it rewrites its memo); a failure is logged
+  // when it changes, and the memo is rewritten whole at the next note.
+  void write_memo(const std::function<Status(netns::AttachMemo&)>& line);
+  // Moves what watches_ reported into reported_. Under mu_.
   void note_changes();
 
   struct Entry {
     netns::Attachment attachment;
-    uint64_t key = 0;  // in watches_ and changed_keys_; never reused
+    uint64_t key = 0;  // in watches_ and reported_; never reused
     // Checked at the next repair: nothing checked yet, a notification arrived, the
     // last check found something missing, or no watch (it could not be opened).
     bool changed = true;
@@ -54,6 +81,9 @@ class NetnsAttacher final : public WorkspaceAttacher {
     // The namespace's nftables generation when repair last found the table in place,
     // or right after the agent's own write (the table is then what it wrote).
     std::optional<uint32_t> checked_generation;
+    // Only its nftables reported a change (the agent's own writes do): a generation
+    // read tells whether a check is needed at all.
+    bool nft_reported = false;
   };
   const std::string guest_congestion_control_;
   // The agent's own network namespace (st_dev, st_ino), never attached.
@@ -62,8 +92,19 @@ class NetnsAttacher final : public WorkspaceAttacher {
   std::map<std::string, Entry> entries_;
   // nullopt when the epoll set could not be created: every namespace is then polled.
   std::optional<netns::ChangeWatchSet> watches_;
-  std::unordered_set<uint64_t> changed_keys_;  // reported by watches_, not yet checked
+  // Reported by watches_, not yet checked: the key, and whether its routing reported.
+  std::unordered_map<uint64_t, bool> reported_;
   uint64_t next_key_ = 1;
+  // The memo (see the constructor): its path, this boot, the notes the previous agent
+  // left (each used once, by the first attach of its Workspace), those of this one.
+  const std::string memo_path_;
+  std::string boot_id_;
+  netns::AttachNotes inherited_;
+  netns::AttachNotes notes_;
+  std::optional<netns::AttachMemo> memo_;
+  std::map<std::string, Prepared> prepared_;
+  bool memo_intact_ = false;  // false: rewrite it whole before the next line
+  std::string memo_error_;    // the last write's, logged when it changes
 };
 
 }  // namespace kib::dataplane

@@ -10,6 +10,7 @@
 
 #include "agent/common/result.h"
 #include "agent/common/unique_fd.h"
+#include "agent/runtime/runtime.h"
 #include "kibotos/ctrl/v1/workspace.pb.h"
 
 namespace kib::dataplane {
@@ -37,6 +38,11 @@ class WorkspaceAttacher {
   virtual Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
                                             const ::kibotos::ctrl::v1::NetworkPolicy& policy,
                                             unsigned tcp_listeners) = 0;
+  // At a start (Runtime::workspaces_restoring): attach() is about to be called for
+  // each of these, with tcp_listeners. What can be done for them in parallel is
+  // done now and claimed by their attach(); end_prepared() lets go of the rest.
+  virtual void prepare(const std::vector<Runtime::Restoring>& /*all*/, unsigned /*tcp_listeners*/) {}
+  virtual void end_prepared() {}
   // The policy changed: replace the rules. The TCP listeners stay; DNS ones are
   // opened (and returned) when the policy gains resolvers. When it loses them the
   // rules stop pointing at the DNS listeners, which the caller then closes.

@@ -70,6 +70,18 @@ class Runtime {
   // enforces in the namespace. Errors are reported in workspace_status as well.
   virtual Status workspace_applied(const std::string& workspace_id, const std::string& netns,
                                    const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) = 0;
+  // At a start, before workspace_applied is called for each stored Workspace in
+  // turn: (workspace ID, netns path, policy) of all of them, so that the runtime can
+  // do the namespace work that needs no order in parallel first. Each is still
+  // applied by workspace_applied; workspaces_restored() ends the start (what was
+  // prepared and not claimed is let go).
+  struct Restoring {
+    std::string workspace_id;
+    std::string netns;
+    ctrl::NetworkPolicy policy;
+  };
+  virtual void workspaces_restoring(const std::vector<Restoring>& /*all*/) {}
+  virtual void workspaces_restored() {}
   // Removes everything installed for the Workspace and closes its connections.
   virtual void workspace_deleted(const std::string& workspace_id) = 0;
   // Removes what the agent may have left in a deleted Workspace's namespace (a crash

@@ -413,10 +413,15 @@ Status WorkspaceService::publish_all() {
     });
   }));
   if (!failed.ok()) return failed;
+  std::vector<Runtime::Restoring> restoring;
+  restoring.reserve(all.size());
+  for (const auto& w : all) restoring.push_back({w.workspace_id(), w.netns(), w.network_policy()});
+  env_.runtime.workspaces_restoring(restoring);
   // One namespace that is gone is reported in its status, not fatal for the others.
   std::vector<ctrl::Workspace> attached;
   for (auto& w : all)
     if (apply_to_runtime(w, 0)) attached.push_back(std::move(w));
+  env_.runtime.workspaces_restored();
   refresh_netns_keys(attached);
   return {};
 }

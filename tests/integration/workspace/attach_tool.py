@@ -38,15 +38,32 @@ def remove_stale(ns_path):
     subprocess.run([TOOL, "--remove-stale", ns_path], check=True, capture_output=True, timeout=30)
 
 
+def try_adopt(lab, ns_path, policy, note, loops=1):
+    """Attachment::adopt with a note as a restarted agent would: (True, AttachTool
+    serving the namespace) or (False, why not)."""
+    tool = AttachTool(lab, ns_path, policy, loops=loops, adopt=note)
+    return (True, tool) if tool.adopted is True else (False, tool.adopted)
+
+
 class AttachTool:
-    def __init__(self, lab, ns_path, policy, loops=1, pause_after_prepare=False):
+    def __init__(self, lab, ns_path, policy, loops=1, pause_after_prepare=False, adopt=None):
         flags = ["--pause-after-prepare"] if pause_after_prepare else []
+        if adopt:
+            flags += ["--adopt", adopt]
         self.proc = lab.popen(None, TOOL, "--loops", loops, *flags, ns_path, json.dumps(policy),
                               stdin=subprocess.PIPE, text=True, bufsize=1)
         self.lines = queue.Queue()
         self.seen = []
         self.ports = None
         threading.Thread(target=self._read, daemon=True).start()
+        self.adopted = None
+        if adopt:
+            got = self.expect("ADOPTED", timeout=15, also="NOT_ADOPTED")
+            if got.startswith("NOT_ADOPTED"):
+                self.adopted = got.split(" ", 1)[1]
+                assert self.proc.wait(timeout=10) == 3
+                return
+            self.adopted = True
         if pause_after_prepare:
             self.expect("PREPARED", timeout=15)
         else:
@@ -84,8 +101,14 @@ class AttachTool:
             self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
-    def expect(self, prefix, timeout=10):
-        """Waits for the next line starting with prefix (other lines are kept in seen)."""
+    def note(self):
+        """What a restarted agent may adopt (the --adopt argument), or None."""
+        rest = self.command("note", "NOTE").split(" ", 1)[1]
+        return None if rest == "none" else rest
+
+    def expect(self, prefix, timeout=10, also=None):
+        """Waits for the next line starting with prefix, or with also when given
+        (other lines are kept in seen)."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -98,7 +121,7 @@ class AttachTool:
             if line is None:
                 raise RuntimeError(f"tool exited ({self.proc.wait()}): {self.proc.stderr.read()}")
             self.seen.append(line)
-            if line.startswith(prefix):
+            if line.startswith(prefix) or (also and line.startswith(also)):
                 return line
 
     def drain(self):

@@ -4,7 +4,8 @@
 //   netns-change-watch-tool NETNS_PATH...
 //
 // Prints "READY" once every watch is open (key = the path's index, from 0), then for
-// each "poll" line on stdin "CHANGED k..." (the keys reported, in order) or "QUIET".
+// each "poll" line on stdin "CHANGED k:what..." (the keys reported, in order, each
+// with what it reported: nft, routing or nft+routing) or "QUIET".
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -56,19 +57,19 @@ int main(int argc, char** argv) {
       say("ERROR unknown command");
       continue;
     }
-    auto keys = set->changed();
-    if (!keys.ok()) {
-      say("ERROR " + keys.error().message);
+    auto reported = set->changed();
+    if (!reported.ok()) {
+      say("ERROR " + reported.error().message);
       continue;
     }
-    if (keys->empty()) {
+    if (reported->empty()) {
       say("QUIET");
       continue;
     }
-    std::sort(keys->begin(), keys->end());
-    keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+    std::sort(reported->begin(), reported->end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::string out = "CHANGED";
-    for (uint64_t k : *keys) out += " " + std::to_string(k);
+    for (const auto& [k, r] : *reported)
+      out += " " + std::to_string(k) + ":" + (r.nft && r.routing ? "nft+routing" : r.nft ? "nft" : "routing");
     say(out);
   }
   return 0;

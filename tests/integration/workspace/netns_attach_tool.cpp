@@ -2,7 +2,7 @@
 // netns library and stands in for the data plane in tests, until the real agent
 // relays. Not installed.
 //
-//   netns-attach-tool [--loops N] [--pause-after-prepare] NETNS_PATH POLICY_JSON
+//   netns-attach-tool [--loops N] [--pause-after-prepare | --adopt NOTE] NETNS_PATH POLICY_JSON
 //
 // With --pause-after-prepare it prints "PREPARED" once the drop-only table and the
 // routing are in place and waits for a "continue" line before opening listeners.
@@ -18,9 +18,15 @@
 // "families" ("FAMILIES [ipv4] [ipv6] [ERROR <why a live one is not enforced>]"),
 // "repair" (check_routing, then reinstall when it fails: "REPAIR ok" or
 // "REPAIR <what changed> -> reinstalled|<error>"),
+// "note" ("NOTE <cookie> <generation> <tcp> <dns_udp> <dns_tcp> <digest hex>", what a
+// restarted agent may adopt, or "NOTE none"),
 // and for the fd-ceiling tests: "hold-fds N" (opens N more fds: "HOLDING <highest fd>"),
 // "exhaust-fds" (opens fds until EMFILE: "EXHAUSTED <count>"), "release-fds"
 // ("RELEASED"), "nft-helper" ("NFT_HELPER <pid of the nftables helper, or -1>").
+//
+// With --adopt NOTE (a "note" answer without its "NOTE ") it adopts the namespace as an
+// agent started again does (Attachment::adopt): "ADOPTED" then READY as above, or
+// "NOT_ADOPTED <why>" and exit status 3.
 //
 //   netns-attach-tool --remove-stale NETNS_PATH
 //
@@ -38,6 +44,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -210,6 +217,26 @@ struct Served {
   }
 };
 
+std::string note_text(const std::optional<AttachNote>& n) {
+  if (!n) return "none";
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(n->ruleset_digest));
+  return std::to_string(n->netns_cookie) + " " + std::to_string(n->generation) + " " + std::to_string(n->ports.tcp) +
+         " " + std::to_string(n->ports.dns_udp) + " " + std::to_string(n->ports.dns_tcp) + " " + digest;
+}
+
+std::optional<AttachNote> parse_note(const std::string& text) {
+  AttachNote n;
+  unsigned long long digest = 0;
+  unsigned tcp = 0, udp = 0, dtcp = 0;
+  if (std::sscanf(text.c_str(), "%lu %u %u %u %u %llx", &n.netns_cookie, &n.generation, &tcp, &udp, &dtcp, &digest) !=
+      6)
+    return std::nullopt;
+  n.ports = TproxyPorts{static_cast<uint16_t>(tcp), static_cast<uint16_t>(udp), static_cast<uint16_t>(dtcp)};
+  n.ruleset_digest = digest;
+  return n;
+}
+
 // Returns false when the tool should exit.
 bool handle_command(const std::string& line, Attachment& a, Served& served) {
   if (line == "detach") {
@@ -220,6 +247,10 @@ bool handle_command(const std::string& line, Attachment& a, Served& served) {
   if (line == "check") {
     auto st = a.check();
     say(st.ok() ? "CHECK ok" : "CHECK " + st.error().message);
+    return true;
+  }
+  if (line == "note") {
+    say("NOTE " + note_text(a.note()));
     return true;
   }
   if (line == "alive") {
@@ -256,11 +287,14 @@ bool handle_command(const std::string& line, Attachment& a, Served& served) {
   return true;
 }
 
+int serve(Attachment& a);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   unsigned loops = 1;
   bool pause = false;
+  std::optional<AttachNote> adopt;
   int i = 1;
   if (argc == 3 && std::string(argv[1]) == "--remove-stale") {
     auto st = Attachment::remove_stale(argv[2], AttachParams{});
@@ -273,6 +307,12 @@ int main(int argc, char** argv) {
       loops = static_cast<unsigned>(std::stoul(argv[++i]));
     } else if (arg == "--pause-after-prepare") {
       pause = true;
+    } else if (arg == "--adopt" && i + 1 < argc) {
+      adopt = parse_note(argv[++i]);
+      if (!adopt) {
+        std::cerr << "--adopt: not a note: " << argv[i] << "\n";
+        return 2;
+      }
     } else {
       break;
     }
@@ -289,6 +329,16 @@ int main(int argc, char** argv) {
   AttachParams params;
   params.policy = *policy;
   params.listeners_per_family = loops;
+  if (adopt) {
+    auto ns = NamespaceHandle::open(argv[i]);
+    auto adopted = ns.ok() ? Attachment::adopt(std::move(*ns), params, *adopt) : kib::Result<Attachment>(ns.error());
+    if (!adopted.ok()) {
+      say("NOT_ADOPTED " + adopted.error().message);
+      return 3;
+    }
+    say("ADOPTED");
+    return serve(*adopted);
+  }
   auto attached = Attachment::prepare(argv[i], params);
   if (!attached.ok()) {
     std::cerr << "attach: " << attached.error().message << "\n";
@@ -304,7 +354,12 @@ int main(int argc, char** argv) {
     std::cerr << "attach: " << st.error().message << "\n";
     return 1;
   }
-  Attachment& a = *attached;
+  return serve(*attached);
+}
+
+namespace {
+
+int serve(Attachment& a) {
   Served served;
   served.take(a);
   const std::vector<Socket>& socks = served.socks;
@@ -348,3 +403,5 @@ int main(int argc, char** argv) {
     }
   }
 }
+
+}  // namespace

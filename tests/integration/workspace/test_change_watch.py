@@ -78,9 +78,9 @@ def test_a_change_to_the_agents_nftables_table_is_reported_once(lab, ns, watch, 
         nft(lab, ns, "add", "chain", "inet", "kibotos", "output",
             "{ type filter hook output priority 0; }")
         nft(lab, ns, "add", "rule", "inet", "kibotos", "output", "counter")
-        assert watch.poll() == "CHANGED 0"
+        assert watch.poll() == "CHANGED 0:nft"
     nft(lab, ns, *change)
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:nft"
     assert watch.poll() == "QUIET"  # drained
 
 
@@ -97,13 +97,13 @@ def test_nftables_changes_elsewhere_are_not_reported(lab, ns, watch):
 def test_policy_routing_changes_are_reported(lab, ns, watch, family):
     default = "0.0.0.0/0" if family == "-4" else "::/0"
     ip(lab, ns, family, "rule", "add", "fwmark", hex(MARK), "lookup", ROUTE_TABLE, "priority", 100)
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     ip(lab, ns, family, "route", "add", "local", default, "dev", "lo", "table", ROUTE_TABLE)
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     ip(lab, ns, family, "route", "del", "local", default, "dev", "lo", "table", ROUTE_TABLE)
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     ip(lab, ns, family, "rule", "flush")
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     assert watch.poll() == "QUIET"
 
 
@@ -117,14 +117,14 @@ def test_routes_of_other_tables_are_not_reported(lab, ns, watch):
 def test_lo_going_down_is_reported(lab, ns, watch):
     # IPv4 drops lo's routes then without a RTM_DELROUTE.
     ip(lab, ns, "link", "set", "lo", "down")
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
 
 
 def test_an_interface_coming_and_ipv6_turned_off_on_lo_are_reported(lab, ns, watch):
     ip(lab, ns, "link", "add", "kibv0", "type", "veth", "peer", "name", "kibv1")
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     lab.run(ns, "sysctl", "-qw", "net.ipv6.conf.lo.disable_ipv6=1")  # ::1 goes
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     ip(lab, ns, "-4", "addr", "add", "10.97.0.1/24", "dev", "kibv0")  # not lo's
     assert watch.poll() == "QUIET"
 
@@ -134,7 +134,7 @@ def test_lost_notifications_count_as_a_change(lab, ns, watch):
     # one alone would not count), so some are lost: what was lost may have mattered.
     batch = "".join(f"route add 10.{i // 256}.{i % 256}.0/24 dev lo\n" for i in range(4000))
     lab.run(ns, IP, "-batch", "-", input=batch)
-    assert watch.poll() == "CHANGED 0"
+    assert watch.poll() == "CHANGED 0:routing"
     assert watch.poll() == "QUIET"
 
 
@@ -143,10 +143,13 @@ def test_a_change_is_reported_for_its_namespace_only(lab):
     w = Watch(lab, a, b)
     assert w.poll() == "QUIET"
     nft(lab, b, "add", "table", "inet", "kibotos")
-    assert w.poll() == "CHANGED 1"
+    assert w.poll() == "CHANGED 1:nft"
     ip(lab, a, "-4", "rule", "add", "fwmark", hex(MARK), "lookup", ROUTE_TABLE, "priority", 100)
-    assert w.poll() == "CHANGED 0"
+    assert w.poll() == "CHANGED 0:routing"
     nft(lab, a, "add", "table", "inet", "kibotos")
     nft(lab, b, "delete", "table", "inet", "kibotos")
-    assert w.poll() == "CHANGED 0 1"
+    assert w.poll() == "CHANGED 0:nft 1:nft"
+    ip(lab, b, "-4", "rule", "add", "fwmark", hex(MARK), "lookup", ROUTE_TABLE, "priority", 100)
+    nft(lab, b, "add", "table", "inet", "kibotos")
+    assert w.poll() == "CHANGED 1:nft+routing"
     assert w.poll() == "QUIET"
