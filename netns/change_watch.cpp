@@ -7,6 +7,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <endian.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include "agent/common/errno_error.h"
@@ -100,26 +102,55 @@ bool drain_socket(int fd, Fn&& matters) {
   }
 }
 
-}  // namespace
-
 // Every object of a table (the table, chains, rules, sets, elements, objects,
 // flowtables) names it in attribute 1: NFTA_TABLE_NAME, NFTA_CHAIN_TABLE,
 // NFTA_RULE_TABLE, NFTA_SET_TABLE, ... `nft flush ruleset` reports the deletion of
-// each. NFT_MSG_NEWGEN (no table) closes every transaction and is not needed.
-bool nft_notification_matters(const void* buf, size_t len, const WatchedObjects& what) {
+// each. NFT_MSG_NEWGEN (no table) closes every transaction: not a change itself, but
+// it names the generation the transaction ended at.
+bool nft_message_matters(const nlmsghdr* h, const WatchedObjects& what) {
   static_assert(NFTA_TABLE_NAME == 1 && NFTA_CHAIN_TABLE == 1 && NFTA_RULE_TABLE == 1 && NFTA_SET_TABLE == 1 &&
                 NFTA_SET_ELEM_LIST_TABLE == 1 && NFTA_OBJ_TABLE == 1 && NFTA_FLOWTABLE_TABLE == 1);
-  return any_message(buf, len, [&](const nlmsghdr* h) {
-    if (NFNL_SUBSYS_ID(h->nlmsg_type) != NFNL_SUBSYS_NFTABLES) return false;
-    if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return false;
-    const auto* g = static_cast<const nfgenmsg*>(NLMSG_DATA(h));
-    if (g->nfgen_family != NFPROTO_INET) return false;
-    const nlattr* a = find_attr(h, sizeof(nfgenmsg), 1);
-    if (a == nullptr) return false;
-    const auto* name = reinterpret_cast<const char*>(a) + NLA_HDRLEN;
-    const size_t n = ::strnlen(name, a->nla_len - NLA_HDRLEN);
-    return std::string_view(name, n) == what.nft_table;
-  });
+  if (NFNL_SUBSYS_ID(h->nlmsg_type) != NFNL_SUBSYS_NFTABLES) return false;
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return false;
+  const auto* g = static_cast<const nfgenmsg*>(NLMSG_DATA(h));
+  if (g->nfgen_family != NFPROTO_INET) return false;
+  const nlattr* a = find_attr(h, sizeof(nfgenmsg), 1);
+  if (a == nullptr) return false;
+  const auto* name = reinterpret_cast<const char*>(a) + NLA_HDRLEN;
+  const size_t n = ::strnlen(name, a->nla_len - NLA_HDRLEN);
+  return std::string_view(name, n) == what.nft_table;
+}
+
+// The generation a NFT_MSG_NEWGEN message names, or nullopt for any other message.
+std::optional<uint32_t> new_generation(const nlmsghdr* h) {
+  if (NFNL_SUBSYS_ID(h->nlmsg_type) != NFNL_SUBSYS_NFTABLES || NFNL_MSG_TYPE(h->nlmsg_type) != NFT_MSG_NEWGEN)
+    return std::nullopt;
+  const nlattr* a = find_attr(h, sizeof(nfgenmsg), NFTA_GEN_ID);
+  if (a == nullptr || a->nla_len < NLA_HDRLEN + sizeof(uint32_t)) return std::nullopt;
+  uint32_t id = 0;
+  std::memcpy(&id, reinterpret_cast<const char*>(a) + NLA_HDRLEN, sizeof id);
+  return be32toh(id);
+}
+
+}  // namespace
+
+bool nft_notification_matters(const void* buf, size_t len, const WatchedObjects& what) {
+  return any_message(buf, len, [&](const nlmsghdr* h) { return nft_message_matters(h, what); });
+}
+
+NftNotifications read_nft_notifications(const void* buf, size_t len, const WatchedObjects& what,
+                                        NftNotifications so_far) {
+  auto remaining = static_cast<int>(len);
+  for (auto* h = static_cast<const nlmsghdr*>(buf); NLMSG_OK(h, remaining); h = NLMSG_NEXT(h, remaining)) {
+    if (auto gen = new_generation(h)) {
+      so_far.generation = gen;
+      so_far.open = false;
+    } else if (nft_message_matters(h, what)) {
+      so_far.matters = true;
+      so_far.open = true;  // its transaction's NEWGEN has not been read yet
+    }
+  }
+  return so_far;
 }
 
 // Rules: any (few, and rarely changed). Routes: those of the watched table. Links:
@@ -173,7 +204,14 @@ Result<ChangeWatch> ChangeWatch::open_here(WatchedObjects what) {
 WatchReport ChangeWatch::drain() {
   // Both drained: what is left queued would report the same change again next time.
   WatchReport r;
-  r.nft = drain_socket(nft_.get(), [&](const void* b, size_t n) { return nft_notification_matters(b, n, what_); });
+  NftNotifications nft;
+  const bool lost = drain_socket(nft_.get(), [&](const void* b, size_t n) {
+    nft = read_nft_notifications(b, n, what_, nft);
+    return false;  // what matters is in `nft`; true from drain_socket means loss
+  });
+  r.nft = lost || nft.matters;
+  // Known only when nothing was lost and the last change read has its NEWGEN read too.
+  if (r.nft && !lost && !nft.open) r.nft_generation = nft.generation;
   r.routing =
       drain_socket(route_.get(), [&](const void* b, size_t n) { return route_notification_matters(b, n, what_); });
   return r;

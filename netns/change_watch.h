@@ -15,6 +15,7 @@
 // lost may have been one. All sockets sit in one epoll set: never select(), the
 // process holds far more than FD_SETSIZE fds.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,11 @@ struct WatchedObjects {
 struct WatchReport {
   bool nft = false;
   bool routing = false;
+  // With nft: the generation the last transaction read ended at (NFT_MSG_NEWGEN),
+  // when nothing was lost and that transaction's NEWGEN came after every change read;
+  // else nullopt. Equal to the generation of the agent's own last write, it says that
+  // write was all that happened.
+  std::optional<uint32_t> nft_generation;
   explicit operator bool() const { return nft || routing; }
 };
 
@@ -63,6 +69,16 @@ class ChangeWatch {
 // Whether one notification datagram (of NETLINK_NETFILTER or NETLINK_ROUTE) is about
 // `what`. Exposed for tests.
 bool nft_notification_matters(const void* buf, size_t len, const WatchedObjects& what);
+// NETLINK_NETFILTER datagrams read in order, folded one by one: whether one was about
+// `what`, the last generation a NEWGEN named, and whether a change about `what` came
+// after it (its transaction still open as far as the datagrams read show).
+struct NftNotifications {
+  bool matters = false;
+  std::optional<uint32_t> generation;
+  bool open = false;
+};
+NftNotifications read_nft_notifications(const void* buf, size_t len, const WatchedObjects& what,
+                                        NftNotifications so_far = {});
 bool route_notification_matters(const void* buf, size_t len, const WatchedObjects& what);
 
 // The watches of many namespaces, by a caller-chosen key, over one epoll fd.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "netns/namespace_handle.h"
 #include "netns/nft_generation.h"
@@ -184,7 +185,8 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   // The table as the agent's own write left it: the check its own notification asks
   // for looks at the routing, and lists the table only if another write followed.
   const auto written = a->written_generation();
-  Entry e{std::move(*a), key, check_first, next_sweep(std::chrono::steady_clock::now(), key), written};
+  Entry e{std::move(*a), key, check_first, next_sweep(std::chrono::steady_clock::now(), key), written, false,
+          std::nullopt};
   if (watch) {
     if (Status st = watches_->add(e.key, std::move(*watch)); !st.ok()) {
       e.changed = true;
@@ -299,7 +301,12 @@ void NetnsAttacher::note_changes() {
     for (auto& [id, e] : entries_) e.changed = true;
     return;
   }
-  for (const auto& [key, r] : *reported) reported_[key] |= r.routing;
+  for (const auto& [key, r] : *reported) {
+    netns::WatchReport& all = reported_[key];
+    all.routing = all.routing || r.routing;
+    if (r.nft) all.nft_generation = r.nft_generation;  // the latest transaction read
+    all.nft = all.nft || r.nft;
+  }
 }
 
 // Two Workspaces in one namespace would install, and remove, the same table: the
@@ -392,7 +399,11 @@ std::optional<std::vector<std::pair<std::string, WorkspaceAttacher::Repair>>> Ne
     note_changes();
     for (auto& [id, e] : entries_) {
       if (auto r = reported_.find(e.key); r != reported_.end()) {
-        (r->second ? e.changed : e.nft_reported) = true;
+        if (r->second.routing) e.changed = true;
+        if (r->second.nft && !e.nft_reported) e.reported_generation = r->second.nft_generation;
+        if (r->second.nft && e.nft_reported && e.reported_generation != r->second.nft_generation)
+          e.reported_generation.reset();  // two reports naming different generations: read it
+        e.nft_reported = e.nft_reported || r->second.nft;
         reported_.erase(r);
       }
       if (e.changed || e.nft_reported || now >= e.next_sweep) due.push_back(id);
@@ -426,7 +437,13 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
   // Only nftables reported (typically the agent's own write), nothing else is due:
   // when the generation is the one last found in place, nothing changed at all.
   const bool nft_only = e.nft_reported && !e.changed && now < e.next_sweep;
+  const auto reported_generation = std::exchange(e.reported_generation, std::nullopt);
   e.nft_reported = false;
+  // The report named the generation last found in place: nothing but what the agent
+  // wrote (or a transaction that changed nothing) happened there. No syscall at all.
+  if (nft_only && reported_generation && reported_generation == e.checked_generation &&
+      watches_ && watches_->contains(e.key))
+    return {};
   // Only now: a path that names another namespace is moved() (stat'd every pass).
   if (!e.attachment.namespace_alive()) return {};
   bool watched = watches_ && watches_->contains(e.key);

@@ -81,9 +81,10 @@ class NetnsAttacher final : public WorkspaceAttacher {
     // The namespace's nftables generation when repair last found the table in place,
     // or right after the agent's own write (the table is then what it wrote).
     std::optional<uint32_t> checked_generation;
-    // Only its nftables reported a change (the agent's own writes do): a generation
-    // read tells whether a check is needed at all.
+    // Only its nftables reported a change (the agent's own writes do): the generation
+    // the report named, or a generation read, tells whether a check is needed at all.
     bool nft_reported = false;
+    std::optional<uint32_t> reported_generation;
   };
   const std::string guest_congestion_control_;
   // The agent's own network namespace (st_dev, st_ino), never attached.
@@ -92,8 +93,8 @@ class NetnsAttacher final : public WorkspaceAttacher {
   std::map<std::string, Entry> entries_;
   // nullopt when the epoll set could not be created: every namespace is then polled.
   std::optional<netns::ChangeWatchSet> watches_;
-  // Reported by watches_, not yet checked: the key, and whether its routing reported.
-  std::unordered_map<uint64_t, bool> reported_;
+  // Reported by watches_, not yet checked, by key (the latest report's generation).
+  std::unordered_map<uint64_t, netns::WatchReport> reported_;
   uint64_t next_key_ = 1;
   // The memo (see the constructor): its path, this boot, the notes the previous agent
   // left (each used once, by the first attach of its Workspace), those of this one.

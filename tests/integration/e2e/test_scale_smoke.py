@@ -1,9 +1,9 @@
 """Issue 26, the CI scale smoke: one agent with >= 300 Workspaces (each a fresh bare
 namespace, half with a resolver) and >= 2,000 held relayed guest connections, more than
 5,000 fds in all (read from /proc/PID/fd); at that count it creates, updates and deletes
-Workspaces. Every Workspace is enforced (status without error), the agent stays up, and
-after the deletes nothing is left in any namespace (no `table inet kibotos`, no agent
-ip rule).
+Workspaces. Every Workspace is enforced (status without error), the agent stays up; killed
+(-9) and started again it adopts every namespace without writing a table; and after the
+deletes nothing is left in any namespace (no `table inet kibotos`, no agent ip rule).
 
 libnftables 1.0.6 waits for netlink answers with select(): with the agent past 1,024
 fds its next nft write aborts the process (`bit out of range 0 - FD_SETSIZE on
@@ -11,6 +11,7 @@ fd_set`), so this test fails until no nft write of the agent depends on fd numbe
 import concurrent.futures
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -326,6 +327,18 @@ def test_300_workspaces_and_held_connections_past_5000_fds_then_create_update_de
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+    # kill -9 and a start on the same state dir: every namespace is adopted as the
+    # killed agent left it (in parallel, before the ordered attach), none has its
+    # table written again, and all are enforced.
+    agent.stop(signal.SIGKILL)
+    t = time.monotonic()
+    agent.start(timeout=120)
+    wait_all_enforced(agent, WORKSPACES + 1, timeout=120)
+    log(f"killed and started again: {WORKSPACES + 1} enforced after {time.monotonic() - t:.1f} s")
+    rewritten = [line for line in agent.log().splitlines() if "writing its rules again" in line]
+    assert not rewritten, rewritten[:5]
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
 
     # Everything deleted: nothing left behind in any namespace.
     t = time.monotonic()

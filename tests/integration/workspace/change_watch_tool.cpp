@@ -5,7 +5,9 @@
 //
 // Prints "READY" once every watch is open (key = the path's index, from 0), then for
 // each "poll" line on stdin "CHANGED k:what..." (the keys reported, in order, each
-// with what it reported: nft, routing or nft+routing) or "QUIET".
+// with what it reported: nft, routing or nft+routing) or "QUIET". "poll-gen" is the
+// same with the generation a nft report names ("0:nft@17", "0:nft@?" when unknown);
+// "gen" prints the first namespace's nftables generation as read now ("GEN 17").
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -14,6 +16,7 @@
 #include "netns/attachment.h"
 #include "netns/change_watch.h"
 #include "netns/namespace_handle.h"
+#include "netns/nft_generation.h"
 #include "netns/nft_ruleset.h"
 
 namespace {
@@ -53,7 +56,12 @@ int main(int argc, char** argv) {
   }
   say("READY");
   for (std::string line; std::getline(std::cin, line);) {
-    if (line != "poll") {
+    if (line == "gen") {
+      auto gen = nft_generation(held.front().fd());
+      say(gen.ok() ? "GEN " + std::to_string(*gen) : "ERROR " + gen.error().message);
+      continue;
+    }
+    if (line != "poll" && line != "poll-gen") {
       say("ERROR unknown command");
       continue;
     }
@@ -68,8 +76,10 @@ int main(int argc, char** argv) {
     }
     std::sort(reported->begin(), reported->end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::string out = "CHANGED";
-    for (const auto& [k, r] : *reported)
+    for (const auto& [k, r] : *reported) {
       out += " " + std::to_string(k) + ":" + (r.nft && r.routing ? "nft+routing" : r.nft ? "nft" : "routing");
+      if (line == "poll-gen" && r.nft) out += "@" + (r.nft_generation ? std::to_string(*r.nft_generation) : "?");
+    }
     say(out);
   }
   return 0;

@@ -30,10 +30,16 @@ class Watch:
             raise RuntimeError(f"tool exited ({self.proc.wait()}): {self.proc.stderr.read()}")
         return line.rstrip("\n")
 
-    def poll(self):
-        self.proc.stdin.write("poll\n")
+    def poll(self, command="poll"):
+        self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
         return self._line()
+
+    def generation(self):
+        """The first namespace's nftables generation, read now."""
+        line = self.poll("gen")
+        assert line.startswith("GEN "), line
+        return int(line.split()[1])
 
 
 @pytest.fixture
@@ -82,6 +88,21 @@ def test_a_change_to_the_agents_nftables_table_is_reported_once(lab, ns, watch, 
     nft(lab, ns, *change)
     assert watch.poll() == "CHANGED 0:nft"
     assert watch.poll() == "QUIET"  # drained
+
+
+def test_a_report_names_the_generation_its_transaction_ended_at(lab, ns, watch):
+    """What lets the repair skip the check its own write's report asks for: the report
+    names the generation the kernel reports right after that write."""
+    nft(lab, ns, "add", "table", "inet", "kibotos")
+    assert watch.poll("poll-gen") == f"CHANGED 0:nft@{watch.generation()}"
+    nft(lab, ns, "add", "chain", "inet", "kibotos", "c")
+    first = watch.generation()
+    nft(lab, ns, "add", "table", "inet", "guestfw")  # not ours, but it moves the generation
+    assert first + 1 == watch.generation()
+    assert watch.poll("poll-gen") == f"CHANGED 0:nft@{first + 1}"
+    lab.run(ns, "nft", "-f", "-", input="add chain inet kibotos d\nadd chain inet kibotos e\n")  # one transaction
+    assert watch.poll("poll-gen") == f"CHANGED 0:nft@{first + 2}"
+    assert watch.poll("poll-gen") == "QUIET"
 
 
 def test_nftables_changes_elsewhere_are_not_reported(lab, ns, watch):

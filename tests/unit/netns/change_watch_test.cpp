@@ -12,7 +12,10 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 
+#include <endian.h>
+
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -79,6 +82,26 @@ std::vector<char> addr(uint16_t type, uint8_t family, uint32_t index) {
   return Msg(&a, sizeof a).done(type);
 }
 
+// NFT_MSG_NEWGEN as the kernel sends it after each transaction: NFTA_GEN_ID big-endian.
+std::vector<char> newgen(uint32_t id) {
+  nfgenmsg g{};
+  g.nfgen_family = AF_UNSPEC;
+  g.version = NFNETLINK_V0;
+  return Msg(&g, sizeof g).u32(NFTA_GEN_ID, htobe32(id)).done((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWGEN);
+}
+
+std::vector<char> cat(std::initializer_list<std::vector<char>> parts) {
+  std::vector<char> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+NftNotifications fold(std::initializer_list<std::vector<char>> datagrams) {
+  NftNotifications n;
+  for (const auto& d : datagrams) n = read_nft_notifications(d.data(), d.size(), kWhat, n);
+  return n;
+}
+
 bool nft_matters(const std::vector<char>& d) { return nft_notification_matters(d.data(), d.size(), kWhat); }
 bool route_matters(const std::vector<char>& d) { return route_notification_matters(d.data(), d.size(), kWhat); }
 
@@ -132,4 +155,42 @@ TEST_CASE("links count; IPv4 addresses on lo only; IPv6 addresses anywhere") {
   CHECK(route_matters(addr(RTM_DELADDR, AF_INET, 1)));
   CHECK_FALSE(route_matters(addr(RTM_NEWADDR, AF_INET, 7)));
   CHECK(route_matters(addr(RTM_NEWADDR, AF_INET6, 7)));
+}
+
+TEST_CASE("a transaction on the agent's table is read with the generation it ended at") {
+  auto n = fold({cat({nft(NFT_MSG_DELTABLE, NFPROTO_INET, "kibotos"), nft(NFT_MSG_NEWTABLE, NFPROTO_INET, "kibotos")}),
+                 newgen(41)});
+  CHECK(n.matters);
+  CHECK_FALSE(n.open);
+  REQUIRE(n.generation.has_value());
+  CHECK(*n.generation == 41);
+}
+
+TEST_CASE("a change read after the last generation leaves its transaction open") {
+  auto n = fold({cat({nft(NFT_MSG_NEWRULE, NFPROTO_INET, "kibotos"), newgen(41)}),
+                 nft(NFT_MSG_NEWRULE, NFPROTO_INET, "kibotos")});
+  CHECK(n.matters);
+  CHECK(n.open);  // its NEWGEN not read yet: the generation says nothing about it
+  n = fold({cat({nft(NFT_MSG_NEWRULE, NFPROTO_INET, "kibotos"), newgen(41)}),
+            cat({nft(NFT_MSG_NEWRULE, NFPROTO_INET, "kibotos"), newgen(42)})});
+  CHECK_FALSE(n.open);
+  CHECK(*n.generation == 42);
+}
+
+TEST_CASE("another table's transaction moves the generation without mattering") {
+  auto n = fold({cat({nft(NFT_MSG_NEWRULE, NFPROTO_INET, "kibotos"), newgen(41)}),
+                 cat({nft(NFT_MSG_NEWTABLE, NFPROTO_INET, "guestfw"), newgen(42)})});
+  CHECK(n.matters);
+  CHECK(*n.generation == 42);  // not 41: the repair then reads and compares
+  auto only_other = fold({cat({nft(NFT_MSG_NEWTABLE, NFPROTO_INET, "guestfw"), newgen(7)})});
+  CHECK_FALSE(only_other.matters);
+}
+
+TEST_CASE("a NEWGEN without its attribute names no generation") {
+  nfgenmsg g{};
+  auto bare = Msg(&g, sizeof g).done((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWGEN);
+  auto n = fold({cat({nft(NFT_MSG_NEWRULE, NFPROTO_INET, "kibotos"), bare})});
+  CHECK(n.matters);
+  CHECK(n.open);
+  CHECK_FALSE(n.generation.has_value());
 }
