@@ -327,8 +327,6 @@ void Worker::resolve(relay::RelayConnection& c, const std::string& host) {
   resolver_->resolve(host, [conn](Result<std::vector<policy::IpAddress>> r) { conn->on_resolved(std::move(r)); });
 }
 
-Status Worker::check_address(const policy::IpAddress& a) { return opts_.address_policy->check(a); }
-
 void Worker::on_established(relay::RelayConnection&) {}
 
 void Worker::on_dial_failed(relay::RelayConnection& c, const std::string& reason, bool refused) {

@@ -77,7 +77,7 @@ class Worker final : private relay::ConnectionObserver {
  private:
   void thread_main();
   void resolve(relay::RelayConnection& c, const std::string& host) override;
-  Status check_address(const policy::IpAddress& a) override;
+  const policy::EndpointAddressPolicy& address_policy() override { return *opts_.address_policy; }
   void on_established(relay::RelayConnection& c) override;
   void on_dial_failed(relay::RelayConnection& c, const std::string& reason, bool refused) override;
   void on_out_of_resources(int err) override;

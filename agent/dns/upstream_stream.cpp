@@ -5,22 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace kib::dns {
-namespace {
-
-// The request the relay's SOCKS5 client has due (greeting, auth or CONNECT), taken.
-Bytes take_socks_output(relay::Socks5Client& c) {
-  Bytes out;
-  if (!c.output_due()) return out;
-  out.resize(relay::Socks5Client::kMaxOutput);
-  out.resize(c.write_output(out.data()));
-  c.take_output();
-  return out;
-}
-
-}  // namespace
 
 void StreamCloser::operator()(UpstreamStream* s) const { s->close(); }
 
@@ -39,104 +28,79 @@ UpstreamStream::~UpstreamStream() {
 }
 
 void UpstreamStream::start() {
-  if (!route_.egress) {
-    addresses_ = {route_.resolver.ip};
-    connect_next();
-    return;
+  relay::DialPlan plan{.destination = relay::to_socket_address(route_.resolver.ip, route_.resolver.port)};
+  if (route_.egress) {
+    plan.egress = route_.egress.get();
+    plan.command = route_.udp_associate ? relay::Socks5Command::udp_associate : relay::Socks5Command::connect;
+    plan.address_policy = &ctx_.address_policy;
   }
-  const auto& ep = route_.egress->endpoint;
-  if (ep.ip) {
-    addresses_ = {*ep.ip};
-    connect_next();
-    return;
+  dial_ = std::make_unique<relay::EgressDial>(plan);
+  advance(dial_->start());
+}
+
+// Carries out the step the dial (relay/egress_dial.h) asks for next.
+void UpstreamStream::advance(relay::EgressDial::Step step) {
+  using Step = relay::EgressDial::Step;
+  switch (step) {
+    case Step::resolve:
+      inflight_ |= 1u << kResolve;
+      return ctx_.resolve(dial_->host(),
+                          [this](Result<std::vector<policy::IpAddress>> r) { on_resolved(std::move(r)); });
+    case Step::connect: return connect_now();
+    case Step::exchange: return flush();
+    case Step::dialed: return on_dialed();
+    case Step::failed: return fail(dial_->failure().reason);
   }
-  // The endpoint is resolved on every dial and each address checked before use.
-  inflight_ |= 1u << kResolve;
-  ctx_.resolve(ep.host, [this](Result<std::vector<policy::IpAddress>> r) { on_resolved(std::move(r)); });
 }
 
 void UpstreamStream::on_resolved(Result<std::vector<policy::IpAddress>> addrs) {
   inflight_ &= static_cast<uint8_t>(~(1u << kResolve));
   if (phase_ == Phase::closed) return maybe_release();
-  if (!addrs.ok()) return fail("resolve " + route_.egress->endpoint.host + ": " + addrs.error().message);
-  if (addrs->empty()) return fail("resolve " + route_.egress->endpoint.host + ": no address");
-  addresses_ = std::move(*addrs);
-  connect_next();
+  advance(dial_->on_resolved(std::move(addrs)));
 }
 
-void UpstreamStream::connect_next() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  while (next_address_ < addresses_.size()) {
-    const policy::IpAddress ip = addresses_[next_address_++];
-    // "connect only to an address that passed the check" (a direct resolver address
-    // was checked when the policy was written; an Egress endpoint on every dial).
-    if (route_.egress) {
-      if (auto st = ctx_.address_policy.check(ip); !st) {
-        last_error_ = st.error().message;
-        continue;
-      }
-    }
-    const uint16_t port = route_.egress ? route_.egress->endpoint.port : route_.resolver.port;
-    peer_ = SocketAddress{ip, port};
-    fd_ = ::socket(ip.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd_ < 0) {
-      last_error_ = std::string("socket: ") + strerror(errno);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    const socklen_t len = peer_.to_sockaddr(peer_ss_);
-    phase_ = Phase::connecting;
-    ctx_.loop.timers().arm(timer_, ctx_.loop.now_ms() + ctx_.handshake_ms);
-    io_uring_sqe* sqe = ctx_.loop.sqe(this, kConnect);
-    io_uring_prep_connect(sqe, fd_, reinterpret_cast<const sockaddr*>(&peer_ss_), len);
-    sqe->user_data = uring::encode_user_data(this, kConnect);
-    inflight_ |= 1u << kConnect;
-    return;
-  }
-  fail(last_error_.empty() ? "no usable address" : last_error_);
+void UpstreamStream::connect_now() {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  const relay::SocketAddress& peer = dial_->peer();
+  fd_ = ::socket(peer.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd_ < 0) return advance(dial_->on_connected(errno));
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  phase_ = Phase::connecting;
+  connect_timed_out_ = false;
+  // One deadline per address for the connect and the handshake after it.
+  ctx_.loop.timers().arm(timer_, ctx_.loop.now_ms() + ctx_.handshake_ms);
+  io_uring_sqe* sqe = ctx_.loop.sqe(this, kConnect);
+  io_uring_prep_connect(sqe, fd_, &peer.sa, peer.length());
+  sqe->user_data = uring::encode_user_data(this, kConnect);
+  inflight_ |= 1u << kConnect;
 }
 
 void UpstreamStream::on_connected(int32_t res) {
-  if (res < 0) {
-    // ECANCELED: the dial timer cancelled it and already said why.
-    if (res != -ECANCELED) last_error_ = "connect " + peer_.to_string() + ": " + strerror(-res);
-    return connect_next();
-  }
+  if (res < 0) return advance(dial_->on_connected(connect_timed_out_ ? ETIMEDOUT : -res));
+  phase_ = Phase::handshake;
   arm_recv();
-  begin_handshake();
+  advance(dial_->on_connected(0));
 }
 
-void UpstreamStream::begin_handshake() {
-  if (!route_.egress) return become_ready(std::nullopt);
-  if (route_.egress->tls) {
-    auto tls = relay::TlsSession::create(route_.egress->tls);
-    if (!tls.ok()) return fail("tls: " + tls.error().message);
-    tls_ = std::move(*tls);
-    phase_ = Phase::tls;
-    return drive_tls();
+// For UDP ASSOCIATE the reply's relay address must pass the check too; for CONNECT,
+// bytes after the reply are the resolver's.
+void UpstreamStream::on_dialed() {
+  timer_.cancel();
+  tls_ = dial_->take_tls();
+  std::optional<SocketAddress> relay;
+  if (route_.egress && route_.udp_associate) {
+    const relay::Socks5Bound b = dial_->bound();
+    Socks5Reply reply;
+    if (b.is_domain) reply.bound.host = std::string();
+    else reply.bound = {policy::IpAddress::from_sockaddr(&b.address.sa), SocketAddress::from_sockaddr(&b.address.sa).port};
+    auto checked = relay_address_from_reply(reply, SocketAddress::from_sockaddr(&dial_->peer().sa), ctx_.address_policy);
+    if (!checked.ok()) return fail(checked.error().message);
+    relay = *checked;
   }
-  start_socks();
-}
-
-void UpstreamStream::start_socks() {
-  phase_ = Phase::socks;
-  sockaddr_storage dst;
-  route_.resolver.to_sockaddr(dst);
-  socks_ = std::make_unique<relay::Socks5Client>(route_.egress->credentials, reinterpret_cast<sockaddr*>(&dst));
-  socks_->start();
-  send_plain(take_socks_output(*socks_));
-}
-
-void UpstreamStream::drive_tls() {
-  const auto io = tls_->handshake();
-  flush();
-  if (io == relay::TlsSession::Io::want_read) return;
-  if (io != relay::TlsSession::Io::ok) return fail("tls handshake: " + tls_->last_error());
-  start_socks();
+  dial_.reset();
+  phase_ = Phase::ready;
+  events_->on_stream_ready(relay);
 }
 
 void UpstreamStream::send_plain(ByteView data) {
@@ -155,6 +119,11 @@ void UpstreamStream::write(ByteView data) {
 }
 
 void UpstreamStream::flush() {
+  while (dial_ && dial_->pending_out() > 0) {
+    const size_t at = out_.size();
+    out_.resize(at + dial_->pending_out());
+    out_.resize(at + dial_->take_out(out_.data() + at, out_.size() - at));
+  }
   if (tls_) {
     while (tls_->pending_out() > 0) {
       const size_t at = out_.size();
@@ -185,6 +154,7 @@ void UpstreamStream::complete(unsigned tag, int32_t res, uint32_t) {
   switch (tag) {
     case kConnect: return on_connected(res);
     case kSend:
+      if (res < 0 && dial_) return advance(dial_->on_io_error("send", -res));
       if (res < 0) return fail(std::string("send: ") + strerror(-res));
       send_off_ += static_cast<size_t>(res);
       if (send_off_ < sending_.size()) {
@@ -197,6 +167,7 @@ void UpstreamStream::complete(unsigned tag, int32_t res, uint32_t) {
       send_off_ = 0;
       return flush();
     case kRecv:
+      if (dial_) return on_dial_bytes(res);
       if (res == 0) return fail("closed by the peer");
       if (res < 0) return fail(std::string("recv: ") + strerror(-res));
       on_bytes(ByteView(in_.data(), static_cast<size_t>(res)));
@@ -206,16 +177,30 @@ void UpstreamStream::complete(unsigned tag, int32_t res, uint32_t) {
   }
 }
 
+void UpstreamStream::on_dial_bytes(int32_t res) {
+  if (res == 0) return advance(dial_->on_closed());
+  if (res < 0) return advance(dial_->on_io_error("recv", -res));
+  const auto len = static_cast<size_t>(res);
+  const auto step = dial_->on_received(in_.data(), len);
+  const size_t used = dial_->consumed();
+  advance(step);
+  if (phase_ == Phase::ready) {
+    // Without TLS what followed the reply is in in_; inside TLS, in the session.
+    if (used < len) events_->on_stream_data(ByteView(in_.data() + used, len - used));
+    if (tls_ && phase_ == Phase::ready) on_bytes(ByteView());
+  }
+  if (phase_ != Phase::closed) arm_recv();
+}
+
 void UpstreamStream::on_bytes(ByteView bytes) {
-  if (!tls_) return on_plaintext(bytes);
-  tls_->feed(bytes.data(), bytes.size());
-  if (phase_ == Phase::tls) return drive_tls();
+  if (!tls_) return events_->on_stream_data(bytes);
+  if (!bytes.empty()) tls_->feed(bytes.data(), bytes.size());
   uint8_t plain[16384];
   for (;;) {
     size_t n = 0;
     const auto io = tls_->read(plain, sizeof plain, &n);
     if (io == relay::TlsSession::Io::ok && n > 0) {
-      on_plaintext(ByteView(plain, n));
+      events_->on_stream_data(ByteView(plain, n));
       if (phase_ == Phase::closed) return;
       continue;
     }
@@ -226,54 +211,14 @@ void UpstreamStream::on_bytes(ByteView bytes) {
   }
 }
 
-void UpstreamStream::on_plaintext(ByteView data) {
-  if (phase_ == Phase::ready) return events_->on_stream_data(data);
-  if (phase_ == Phase::socks) {
-    const size_t used = socks_->feed(data.data(), data.size());
-    data = data.subspan(used);
-    if (socks_->state() == relay::Socks5Client::State::failed)
-      return fail(std::string("socks5: ") + std::string(relay::socks5_failure_name(socks_->failure())));
-    Bytes next = take_socks_output(*socks_);
-    if (socks_->state() == relay::Socks5Client::State::connect && route_.udp_associate) {
-      // Greeting and auth are done: the client's CONNECT is replaced by ASSOCIATE.
-      // The datagrams' source is not known yet (the UDP socket's family follows the
-      // relay address): "the client MUST use a port number and address of all zeros".
-      SocketAddress zeros;
-      zeros.ip.family = peer_.ip.family;
-      phase_ = Phase::associate;
-      send_plain(encode_udp_associate_request(zeros));
-    } else {
-      if (!next.empty()) send_plain(next);
-      if (socks_->state() == relay::Socks5Client::State::done) {
-        become_ready(std::nullopt);
-        if (!data.empty() && phase_ == Phase::ready) events_->on_stream_data(data);
-        return;
-      }
-    }
-    if (phase_ != Phase::associate || data.empty()) return;
-  }
-  if (phase_ == Phase::associate) {
-    auto reply = associate_reply_.feed(data);
-    if (!reply.ok()) return fail(reply.error().message);
-    if (!reply->has_value()) return;
-    auto relay = relay_address_from_reply(**reply, peer_, ctx_.address_policy);
-    if (!relay.ok()) return fail(relay.error().message);
-    return become_ready(*relay);
-  }
-}
-
-void UpstreamStream::become_ready(const std::optional<SocketAddress>& relay) {
-  timer_.cancel();
-  phase_ = Phase::ready;
-  socks_.reset();
-  events_->on_stream_ready(relay);
-}
-
 void UpstreamStream::on_timer(uring::Timer&) {
   if (phase_ == Phase::closed || phase_ == Phase::ready) return;
-  last_error_ = "timed out dialing " + peer_.to_string();
-  if (in_flight(kConnect)) ctx_.loop.cancel(this, kConnect);  // its CQE moves on
-  else fail(last_error_);
+  if (in_flight(kConnect)) {
+    connect_timed_out_ = true;
+    ctx_.loop.cancel(this, kConnect);  // its CQE tries the next address
+    return;
+  }
+  advance(dial_->on_timeout());
 }
 
 void UpstreamStream::fail(const std::string& reason) {

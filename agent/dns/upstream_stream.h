@@ -1,8 +1,7 @@
 #pragma once
 // A TCP stream from the host namespace to a DNS resolver: straight to it, or through
-// an Egress (resolve the endpoint, special-purpose check on every address, connect,
-// TLS when the Egress has it, SOCKS5 greeting and auth, then CONNECT to the resolver
-// or UDP ASSOCIATE). Once ready it carries DNS bytes (TCP resolvers) or just stays
+// an Egress (the dial every Egress connection makes, relay/egress_dial.h: resolve,
+// check, connect, TLS, SOCKS5, then CONNECT to the resolver or UDP ASSOCIATE). Once ready it carries DNS bytes (TCP resolvers) or just stays
 // open to keep the association alive ("the association terminates when the TCP
 // connection that the UDP ASSOCIATE request arrived on terminates").
 //
@@ -20,7 +19,7 @@
 #include "agent/dns/socks5_udp_associate.h"
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/dial_target.h"
-#include "agent/relay/socks5_client.h"
+#include "agent/relay/egress_dial.h"
 #include "agent/relay/tls_session.h"
 #include "uring/loop.h"
 
@@ -78,7 +77,7 @@ class UpstreamStream final : private uring::Completion, private uring::TimerHand
   size_t queued_bytes() const { return out_.size() + (sending_.size() - send_off_); }
 
  private:
-  enum class Phase : uint8_t { resolving, connecting, tls, socks, associate, ready, closed };
+  enum class Phase : uint8_t { resolving, connecting, handshake, ready, closed };
   enum Tag : unsigned { kConnect = 0, kRecv = 1, kSend = 2, kResolve = 3 };
 
   UpstreamStream(const StreamContext& ctx, StreamEvents& events, StreamRoute route);
@@ -86,19 +85,17 @@ class UpstreamStream final : private uring::Completion, private uring::TimerHand
   void complete(unsigned tag, int32_t res, uint32_t flags) override;
   void on_timer(uring::Timer& t) override;
 
+  void advance(relay::EgressDial::Step step);
   void on_resolved(Result<std::vector<policy::IpAddress>> addrs);
-  void connect_next();
+  void connect_now();
   void on_connected(int32_t res);
-  void begin_handshake();
-  void start_socks();
-  void on_bytes(ByteView cipher_or_plain);
-  void on_plaintext(ByteView data);
-  void drive_tls();
+  void on_dial_bytes(int32_t res);
+  void on_dialed();
+  void on_bytes(ByteView cipher_or_plain);  // once ready
   void send_plain(ByteView data);  // through TLS when present
   void flush();
   void arm_recv();
   void fail(const std::string& reason);
-  void become_ready(const std::optional<SocketAddress>& relay);
   void maybe_release();
   bool in_flight(unsigned tag) const { return (inflight_ >> tag) & 1u; }
 
@@ -109,14 +106,9 @@ class UpstreamStream final : private uring::Completion, private uring::TimerHand
   int fd_ = -1;
   Phase phase_ = Phase::resolving;
   uint8_t inflight_ = 0;
-  std::vector<policy::IpAddress> addresses_;
-  size_t next_address_ = 0;
-  SocketAddress peer_;
-  sockaddr_storage peer_ss_{};
-  std::string last_error_;
+  bool connect_timed_out_ = false;
+  std::unique_ptr<relay::EgressDial> dial_;  // until ready
   std::unique_ptr<relay::TlsSession> tls_;
-  std::unique_ptr<relay::Socks5Client> socks_;
-  Socks5ReplyReader associate_reply_;
   std::array<uint8_t, 16384> in_{};
   Bytes out_;      // waiting to be sent
   Bytes sending_;  // in the send operation in flight

@@ -1,3 +1,8 @@
+// Over ~400 lines for a reason: this is one connection's whole io_uring life (the
+// dial's socket ops, copy, splice with gathering, TLS, half-close, drain, release),
+// whose operations share one in-flight mask and one release point. The dial itself is
+// egress_dial.cpp; splitting the relaying into per-direction flows is issue 27's next
+// step.
 #include "agent/relay/relay_connection.h"
 
 #include <netinet/tcp.h>
@@ -9,25 +14,11 @@
 #include <utility>
 
 #include "agent/relay/gather_wait.h"
-#include "agent/relay/socks5_client.h"
 #include "uring/socket_ops.h"
 
 namespace kib::relay {
 
-struct RelayConnection::Handshake {
-  Handshake(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined) : socks(creds, dst, pipelined) {}
-  Socks5Client socks;
-  std::vector<policy::IpAddress> addresses;
-  size_t next = 0;
-  SocketAddress peer{};  // the address being connected (must outlive the CONNECT op)
-  std::string last_error;
-  int socket_error = 0;  // IORING_OP_SOCKET's, when opening into a slot failed
-  bool connect_timed_out = false;
-};
-
 namespace {
-
-std::string errno_text(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
 
 // Out of descriptors or socket memory: the owner stops accepting for a while.
 bool is_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
@@ -72,45 +63,52 @@ void RelayConnection::aim(io_uring_sqe* s, int side) const {
 }
 
 void RelayConnection::start(const SocketAddress& original_dst) {
-  hs_ = std::make_unique<Handshake>(target_->credentials, &original_dst.sa,
-                                    target_->socks_pipelining.load(std::memory_order_relaxed));
+  dial_ = std::make_unique<EgressDial>(
+      DialPlan{.egress = target_.get(),
+               .destination = original_dst,
+               .pipelined = target_->socks_pipelining.load(std::memory_order_relaxed),
+               .address_policy = &obs_.address_policy()});
   last_activity_ = loop_.now_ms();
-  const auto& ep = target_->endpoint;
-  if (ep.ip) {
-    on_resolved(std::vector<policy::IpAddress>{*ep.ip});
-    return;
-  }
-  phase_ = Phase::resolving;
-  set_in_flight(kResolve);
-  obs_.resolve(*this, ep.host);
+  advance(dial_->start());
 }
 
 void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) {
   clear_in_flight(kResolve);
   if (phase_ == Phase::closing) return maybe_release();
-  if (!addrs.ok()) return dial_failed("resolve: " + addrs.error().message);
-  if (addrs->empty()) return dial_failed("resolve: " + target_->endpoint.host + " has no address");
-  // "check every resolved address ... connect only to an address that passed"
-  for (const auto& a : *addrs) {
-    Status st = obs_.check_address(a);
-    if (st.ok()) hs_->addresses.push_back(a);
-    else hs_->last_error = st.error().message;
+  advance(dial_->on_resolved(std::move(addrs)));
+}
+
+// Carries out the step the dial (egress_dial.h) asks for next.
+void RelayConnection::advance(EgressDial::Step step) {
+  switch (step) {
+    case EgressDial::Step::resolve:
+      phase_ = Phase::resolving;
+      set_in_flight(kResolve);
+      return obs_.resolve(*this, dial_->host());
+    case EgressDial::Step::connect: return connect_next();
+    case EgressDial::Step::exchange:
+      pump_to_up();
+      return arm_recv(kUp);
+    case EgressDial::Step::dialed: return enter_relay();
+    case EgressDial::Step::failed: {
+      const DialFailure& f = dial_->failure();
+      // The revision's later dials wait for each reply.
+      if (f.pipelining_unanswered) target_->socks_pipelining.store(false, std::memory_order_relaxed);
+      return dial_failed(f.reason, f.refused);
+    }
   }
-  if (hs_->addresses.empty()) return dial_failed("refused endpoint address: " + hs_->last_error, /*refused=*/true);
-  connect_next();
 }
 
 void RelayConnection::connect_next() {
   close_upstream(false);
-  if (hs_->next >= hs_->addresses.size()) return dial_failed(hs_->last_error);
-  hs_->peer = to_socket_address(hs_->addresses[hs_->next++], target_->endpoint.port);
+  socket_error_ = 0;
+  connect_timed_out_ = false;
   if (!open_upstream()) return;
   phase_ = Phase::connecting;
-  hs_->connect_timed_out = false;
   phase_deadline_ = loop_.now_ms() + timeouts_.connect_ms;
   rearm_timer();
   io_uring_sqe* s = loop_.sqe(this, kConnect);
-  io_uring_prep_connect(s, -1, &hs_->peer.sa, hs_->peer.length());
+  io_uring_prep_connect(s, -1, &dial_->peer().sa, dial_->peer().length());
   aim(s, kUp);
   io_uring_sqe_set_data64(s, uring::encode_user_data(this, kConnect));
   set_in_flight(kConnect);
@@ -121,7 +119,7 @@ void RelayConnection::connect_next() {
 // fails with EBADF if the socket could not be made). Else a plain fd.
 bool RelayConnection::open_upstream() {
   static const int kOne = 1;
-  const int family = hs_->peer.sa.sa_family;
+  const int family = dial_->peer().sa.sa_family;
   up_slot_ = loop_.slots().take();
   if (up_slot_ >= 0) {
     io_uring_sqe* s = loop_.sqe(this, kSocket);
@@ -138,7 +136,7 @@ bool RelayConnection::open_upstream() {
   if (fd < 0) {
     const int err = errno;
     if (is_out_of_resources(err)) obs_.on_out_of_resources(err);
-    dial_failed(errno_text("socket", err));
+    advance(dial_->on_connected(err));
     return false;
   }
   up_fd_ = fd;
@@ -191,58 +189,21 @@ void RelayConnection::ask_plain_fd() {
 
 void RelayConnection::on_connected(int32_t res) {
   if (res < 0) {
-    if (hs_->socket_error != 0) return dial_failed(errno_text("socket", hs_->socket_error));
-    hs_->last_error = hs_->connect_timed_out ? std::string("connect: timed out") : errno_text("connect", -res);
-    return connect_next();
+    // The socket op's own error when it failed (the connect then says EBADF), and a
+    // connect our timer cancelled timed out.
+    const int err = socket_error_ != 0 ? socket_error_ : connect_timed_out_ ? ETIMEDOUT : -res;
+    return advance(dial_->on_connected(err));
   }
+  phase_ = Phase::handshake;
   phase_deadline_ = loop_.now_ms() + timeouts_.handshake_ms;
   rearm_timer();
-  if (target_->tls) {
-    auto s = TlsSession::create(target_->tls);
-    if (!s.ok()) return dial_failed("tls: " + s.error().message);
-    tls_ = std::move(s.value());
-    phase_ = Phase::tls_handshake;
-    drive_tls_handshake();
-  } else {
-    begin_socks();
-  }
-}
-
-void RelayConnection::drive_tls_handshake() {
-  switch (tls_->handshake()) {
-    case TlsSession::Io::ok:
-      pump_to_up();
-      return begin_socks();
-    case TlsSession::Io::want_read:
-      pump_to_up();
-      arm_recv(kUp);
-      return;
-    default: return dial_failed(tls_->last_error());
-  }
-}
-
-void RelayConnection::begin_socks() {
-  phase_ = Phase::socks;
-  hs_->socks.start();
-  if (tls_ && !socks_output_into_tls()) return;
-  pump_to_up();
-  arm_recv(kUp);
-}
-
-// Inside TLS the request goes through SSL_write (copied into the write BIO).
-bool RelayConnection::socks_output_into_tls() {
-  if (!hs_->socks.output_due()) return true;
-  uint8_t buf[Socks5Client::kMaxOutput];
-  size_t n = hs_->socks.write_output(buf);
-  hs_->socks.take_output();
-  if (tls_->write(buf, n) == TlsSession::Io::ok) return true;
-  dial_failed(tls_->last_error());
-  return false;
+  advance(dial_->on_connected(0));
 }
 
 void RelayConnection::enter_relay() {
   phase_ = Phase::relaying;
-  hs_.reset();
+  tls_ = dial_->take_tls();
+  dial_.reset();
   last_activity_ = loop_.now_ms();
   rearm_timer();
   obs_.on_established(*this);
@@ -395,7 +356,7 @@ void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
     case kSocket:
       if (res < 0) {
         if (is_out_of_resources(-res)) obs_.on_out_of_resources(-res);
-        if (hs_) hs_->socket_error = -res;
+        socket_error_ = -res;
       }
       return maybe_release();
     case kInstall:
@@ -428,20 +389,20 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
     return;
   }
   if (res < 0) {
-    if (phase_ != Phase::relaying) return dial_failed(errno_text("endpoint recv", -res));
+    if (phase_ != Phase::relaying) return advance(dial_->on_io_error("recv", -res));
     return close(true);
   }
   last_activity_ = loop_.now_ms();
   if (res == 0) {
     if (phase_ != Phase::relaying) {
-      if (side == kUp) return dial_failed("endpoint closed the connection during the handshake");
+      if (side == kUp) return advance(dial_->on_closed());
       return close(true);
     }
     return handle_eof(side);
   }
   uint8_t* data = loop_.buffers().data(static_cast<uint16_t>(bid));
   uint32_t len = static_cast<uint32_t>(res);
-  if (phase_ != Phase::relaying) return on_handshake_bytes(data, len, bid);
+  if (phase_ != Phase::relaying) return on_dial_bytes(data, len, bid);
   if (tls_ && side == kUp) {
     tls_->feed(data, len);
     loop_.give_back(static_cast<uint16_t>(bid));
@@ -467,71 +428,29 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
   else pump_to_guest();
 }
 
-void RelayConnection::on_handshake_bytes(uint8_t* data, uint32_t len, int32_t bid) {
-  if (!tls_) return feed_socks(data, len, bid, nullptr);
-  tls_->feed(data, len);
-  loop_.give_back(static_cast<uint16_t>(bid));
-  if (phase_ == Phase::tls_handshake) return drive_tls_handshake();
-  read_socks_reply_tls();
-}
-
-void RelayConnection::read_socks_reply_tls() {
-  uint8_t* buf = loop_.pool().take();
-  if (buf == nullptr) return dial_failed("out of memory");
-  size_t n = 0;
-  TlsSession::Io io = tls_->read(buf, loop_.pool().buffer_size(), &n);
-  if (io == TlsSession::Io::want_read) {
-    loop_.pool().give_back(buf);
-    pump_to_up();
-    return arm_recv(kUp);
+// Bytes of the dial's exchange. Without TLS, whatever follows the reply is already
+// tunnelled data for the guest: it stays in its buffer and is sent on from there
+// (inside TLS it stays in the session).
+void RelayConnection::on_dial_bytes(uint8_t* data, uint32_t len, int32_t bid) {
+  const EgressDial::Step step = dial_->on_received(data, len);
+  const auto used = static_cast<uint32_t>(dial_->consumed());
+  if (step == EgressDial::Step::dialed && used < len) {
+    Flow& f = flow_[kUp];
+    f.bid = bid;
+    f.data = data;
+    f.off = used;
+    f.len = len - used;
+  } else {
+    loop_.give_back(static_cast<uint16_t>(bid));
   }
-  if (io != TlsSession::Io::ok) {
-    loop_.pool().give_back(buf);
-    return dial_failed(io == TlsSession::Io::closed ? "endpoint closed the connection during the handshake"
-                                                    : tls_->last_error());
-  }
-  feed_socks(buf, static_cast<uint32_t>(n), -1, buf);
-}
-
-// Bytes of the SOCKS5 exchange (plaintext). Whatever follows the CONNECT reply is
-// already tunnelled data for the guest.
-void RelayConnection::feed_socks(uint8_t* data, uint32_t len, int32_t bid, uint8_t* pooled) {
-  size_t used = hs_->socks.feed(data, len);
-  auto drop = [&] {
-    if (bid >= 0) loop_.give_back(static_cast<uint16_t>(bid));
-    loop_.pool().give_back(pooled);
-  };
-  switch (hs_->socks.state()) {
-    case Socks5Client::State::failed:
-      drop();
-      return dial_failed(std::string("socks5: ") + std::string(socks5_failure_name(hs_->socks.failure())));
-    case Socks5Client::State::done: {
-      Flow& f = flow_[kUp];
-      if (used < len) {
-        f.bid = bid;
-        f.pooled = pooled;
-        f.data = data;
-        f.off = static_cast<uint32_t>(used);
-        f.len = len - static_cast<uint32_t>(used);
-      } else {
-        drop();
-      }
-      return enter_relay();
-    }
-    default: break;
-  }
-  drop();
-  if (tls_ && !socks_output_into_tls()) return;
-  pump_to_up();
-  if (tls_) return read_socks_reply_tls();
-  arm_recv(kUp);
+  advance(step);
 }
 
 void RelayConnection::on_send(int side, int32_t res) {
   Flow& f = flow_[side == kGuest ? kUp : kGuest];  // the flow that sends to `side`
   if (phase_ == Phase::closing) return maybe_release();
   if (res < 0) {
-    if (phase_ != Phase::relaying) return dial_failed(errno_text("endpoint send", -res));
+    if (phase_ != Phase::relaying) return advance(dial_->on_io_error("send", -res));
     return close(true);
   }
   f.off += static_cast<uint32_t>(res);
@@ -541,29 +460,19 @@ void RelayConnection::on_send(int side, int32_t res) {
   else pump_to_guest();
 }
 
-// A SOCKS message goes out like relayed bytes, by a send SQE from a pool buffer: the
-// upstream socket may have no fd to send() on.
-bool RelayConnection::send_socks_request() {
-  Flow& f = flow_[kGuest];
-  f.pooled = loop_.pool().take();
-  if (f.pooled == nullptr) {
-    dial_failed("out of memory");
-    return false;
-  }
-  f.data = f.pooled;
-  f.off = 0;
-  f.len = static_cast<uint32_t>(hs_->socks.write_output(f.pooled));
-  hs_->socks.take_output();
-  return true;
-}
-
 // Moves pending bytes toward the endpoint; when none are left, re-arms the guest
 // read (at most one send in flight: a slow endpoint stops reads from the guest).
 void RelayConnection::pump_to_up() {
   if (in_flight(kUpSend) || phase_ == Phase::closing) return;
   Flow& f = flow_[kGuest];
-  if (f.len == 0 && phase_ != Phase::relaying && !tls_ && hs_->socks.output_due()) {
-    if (!send_socks_request()) return;
+  // The dial's requests (ciphertext inside TLS) go out like relayed bytes, by a send
+  // SQE from a pool buffer: the upstream socket may have no fd to send() on.
+  if (f.len == 0 && dial_ && dial_->pending_out() > 0) {
+    if (f.pooled == nullptr) f.pooled = loop_.pool().take();
+    if (f.pooled == nullptr) return dial_failed("out of memory");
+    f.data = f.pooled;
+    f.off = 0;
+    f.len = static_cast<uint32_t>(dial_->take_out(f.pooled, loop_.pool().buffer_size()));
   }
   if (f.len == 0 && tls_ && tls_->pending_out() > 0) {
     if (f.pooled == nullptr) f.pooled = loop_.pool().take();
@@ -671,14 +580,13 @@ void RelayConnection::on_timer(uring::Timer&) {
       return rearm_timer();
     case Phase::connecting:
       if (now >= phase_deadline_) {
-        hs_->connect_timed_out = true;
+        connect_timed_out_ = true;
         loop_.cancel(this, kConnect);  // its CQE (-ECANCELED) tries the next address
         return;
       }
       return rearm_timer();
-    case Phase::tls_handshake:
-    case Phase::socks:
-      if (now >= phase_deadline_) return dial_failed("handshake timed out");
+    case Phase::handshake:
+      if (now >= phase_deadline_) return advance(dial_->on_timeout());
       return rearm_timer();
     default: return rearm_timer();
   }
@@ -693,24 +601,8 @@ void RelayConnection::drain_until(uint64_t deadline_ms) {
 
 void RelayConnection::dial_failed(const std::string& reason, bool refused) {
   if (phase_ == Phase::closing) return;
-  if (pipelining_unanswered()) {
-    // The server read the probe's requests but not this dial's (another server
-    // behind the same endpoint now?): the revision's later dials wait for each reply.
-    target_->socks_pipelining.store(false, std::memory_order_relaxed);
-    obs_.on_dial_failed(*this, reason + " (the SOCKS5 server answered the greeting only: requests now wait for each reply)",
-                        refused);
-  } else {
-    obs_.on_dial_failed(*this, reason, refused);
-  }
+  obs_.on_dial_failed(*this, reason, refused);
   close(true);  // "a refused or failed dial resets the guest connection"
-}
-
-// A pipelined handshake that ended (timed out, closed, failed to send) after the
-// greeting's reply and without the server's answer to the request sent with it.
-bool RelayConnection::pipelining_unanswered() const {
-  if (phase_ != Phase::socks || !hs_ || !hs_->socks.pipelined()) return false;
-  const auto s = hs_->socks.state();
-  return s == Socks5Client::State::auth || s == Socks5Client::State::connect;
 }
 
 void RelayConnection::close(bool reset) {
@@ -736,7 +628,7 @@ void RelayConnection::maybe_release() {
   release_flow_buffer(flow_[kGuest]);
   release_flow_buffer(flow_[kUp]);
   tls_.reset();
-  hs_.reset();
+  dial_.reset();
   obs_.on_released(*this);  // deletes this
 }
 

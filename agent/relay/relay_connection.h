@@ -1,6 +1,7 @@
 #pragma once
-// One guest TCP connection relayed through an Egress: dial (resolve, address check,
-// connect, optional TLS, SOCKS5), then bytes both ways until both sides are done.
+// One guest TCP connection relayed through an Egress: the dial (egress_dial.h: resolve,
+// address check, connect, optional TLS, SOCKS5) driven on the loop, then bytes both
+// ways until both sides are done.
 // Lives on one loop; freed only after the CQE of every operation it submitted.
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,7 +12,9 @@
 #include <vector>
 
 #include "agent/policy/ip_address.h"
+#include "agent/policy/special_purpose.h"
 #include "agent/relay/dial_target.h"
+#include "agent/relay/egress_dial.h"
 #include "agent/relay/socket_address.h"
 #include "agent/relay/splice_pipe.h"
 #include "agent/relay/tls_session.h"
@@ -26,8 +29,8 @@ class ConnectionObserver {
  public:
   // Starts resolving host; must later call c.on_resolved() exactly once, on c's loop.
   virtual void resolve(RelayConnection& c, const std::string& host) = 0;
-  // The special-purpose check (with the config's exemptions): ok, or why not.
-  virtual Status check_address(const policy::IpAddress& a) = 0;
+  // The special-purpose check (with the config's exemptions) every dial applies.
+  virtual const policy::EndpointAddressPolicy& address_policy() = 0;
   virtual void on_established(RelayConnection& c) = 0;
   // refused: every address of the endpoint failed the special-purpose check.
   virtual void on_dial_failed(RelayConnection& c, const std::string& reason, bool refused) = 0;
@@ -91,7 +94,7 @@ class RelayConnection final : private uring::Completion,
   void* owner_context = nullptr;
 
  private:
-  enum class Phase : uint8_t { idle, resolving, connecting, tls_handshake, socks, relaying, closing };
+  enum class Phase : uint8_t { idle, resolving, connecting, handshake, relaying, closing };
   enum Side : int { kGuest = 0, kUp = 1 };
   enum Tag : unsigned {
     kGuestRecv = 0, kGuestSend = 1, kUpRecv = 2, kUpSend = 3, kConnect = 4,
@@ -115,7 +118,6 @@ class RelayConnection final : private uring::Completion,
     // splice and its recv tag is a POLLIN wait on the source.
     std::unique_ptr<SplicePipe> pipe;
   };
-  struct Handshake;
 
   static unsigned recv_tag(int side) { return side == kGuest ? kGuestRecv : kUpRecv; }
   static unsigned send_tag(int side) { return side == kGuest ? kGuestSend : kUpSend; }
@@ -131,6 +133,7 @@ class RelayConnection final : private uring::Completion,
   void on_timer(uring::Timer& t) override;
   void on_buffer_available() override;
 
+  void advance(EgressDial::Step step);
   void connect_next();
   bool open_upstream();
   void shutdown_up();
@@ -138,16 +141,10 @@ class RelayConnection final : private uring::Completion,
   void ask_plain_fd();
   void shutdown_up_in_worker();
   void on_connected(int32_t res);
-  void begin_socks();
-  bool socks_output_into_tls();
-  bool send_socks_request();
   void enter_relay();
   void on_recv(int side, int32_t res, uint32_t flags);
   void on_send(int side, int32_t res);
-  void on_handshake_bytes(uint8_t* data, uint32_t len, int32_t bid);
-  void drive_tls_handshake();
-  void read_socks_reply_tls();
-  void feed_socks(uint8_t* data, uint32_t len, int32_t bid, uint8_t* pooled);
+  void on_dial_bytes(uint8_t* data, uint32_t len, int32_t bid);
   void handle_eof(int side);
   void pump_to_up();
   void pump_to_guest();
@@ -160,7 +157,6 @@ class RelayConnection final : private uring::Completion,
   void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
   void release_flow_buffer(Flow& f);
   void dial_failed(const std::string& reason, bool refused = false);
-  bool pipelining_unanswered() const;
   void set_receive_lowat(int side, uint32_t bytes);
   void close(bool reset);
   void maybe_release();
@@ -171,7 +167,7 @@ class RelayConnection final : private uring::Completion,
   ConnectionObserver& obs_;
   const RelayTimeouts& timeouts_;
   DialTargetPtr target_;
-  std::unique_ptr<Handshake> hs_;   // only while dialing
+  std::unique_ptr<EgressDial> dial_;  // only while dialing
   std::unique_ptr<TlsSession> tls_;
   uring::Timer timer_;
   Flow flow_[2];  // flow_[kGuest]: guest -> up; flow_[kUp]: up -> guest
@@ -181,6 +177,7 @@ class RelayConnection final : private uring::Completion,
   int guest_fd_;
   int up_fd_ = -1;    // plain fd of the upstream socket (with a slot: installed for splice)
   int up_slot_ = -1;  // its direct-descriptor slot in loop_.slots()
+  int socket_error_ = 0;  // IORING_OP_SOCKET's, when opening into a slot failed
   Phase phase_ = Phase::idle;
   uint16_t inflight_ = 0;
   bool closed_notified_ = false;
@@ -188,6 +185,7 @@ class RelayConnection final : private uring::Completion,
   bool reset_ = false;         // closing with an RST
   bool asked_plain_fd_ = false;
   bool shutdown_on_fd_ = false;  // the guest's FIN waits for the slot's plain fd
+  bool connect_timed_out_ = false;
 };
 
 }  // namespace kib::relay

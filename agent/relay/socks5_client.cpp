@@ -10,7 +10,6 @@ constexpr uint8_t kVersion = 5;
 constexpr uint8_t kMethodNoAuth = 0x00;
 constexpr uint8_t kMethodUserPass = 0x02;
 constexpr uint8_t kAuthVersion = 1;
-constexpr uint8_t kCmdConnect = 1;
 constexpr uint8_t kAtypV4 = 1;
 constexpr uint8_t kAtypDomain = 3;
 constexpr uint8_t kAtypV6 = 4;
@@ -41,8 +40,9 @@ std::string_view socks5_failure_name(Socks5Failure f) {
   return "unknown";
 }
 
-Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined)
-    : creds_(creds), pipelined_(pipelined) {
+Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined,
+                           Socks5Command command)
+    : creds_(creds), pipelined_(pipelined), command_(command) {
   std::memcpy(&dst_, dst, dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
 }
 
@@ -62,7 +62,7 @@ uint8_t* Socks5Client::write_auth(uint8_t* p) const {
 }
 
 uint8_t* Socks5Client::write_connect(uint8_t* p) const {
-  const uint8_t head[] = {kVersion, kCmdConnect, 0};
+  const uint8_t head[] = {kVersion, static_cast<uint8_t>(command_), 0};
   p = put(p, head, sizeof head);
   if (dst_.v6.sin6_family == AF_INET6) {
     *p++ = kAtypV6;
@@ -94,6 +94,30 @@ size_t Socks5Client::write_output(uint8_t* buf) const {
 bool Socks5Client::connect_answered() const {
   return state_ == State::done ||
          (failure_ >= Socks5Failure::general_failure && failure_ <= Socks5Failure::unknown_reply_code);
+}
+
+size_t Socks5Client::bytes_wanted() const {
+  if (state_ == State::done || state_ == State::failed) return 0;
+  return static_cast<size_t>(need_ - have_);
+}
+
+Socks5Bound Socks5Client::bound() const {
+  Socks5Bound b;
+  if (state_ != State::done) return b;
+  switch (head_[3]) {
+    case kAtypV4:
+      b.address.v4.sin_family = AF_INET;
+      std::memcpy(&b.address.v4.sin_addr, head_ + 4, 4);
+      std::memcpy(&b.address.v4.sin_port, head_ + 8, 2);
+      break;
+    case kAtypV6:
+      b.address.v6.sin6_family = AF_INET6;
+      std::memcpy(&b.address.v6.sin6_addr, head_ + 4, 16);
+      std::memcpy(&b.address.v6.sin6_port, head_ + 20, 2);
+      break;
+    default: b.is_domain = true; break;
+  }
+  return b;
 }
 
 void Socks5Client::fail(Socks5Failure f) {

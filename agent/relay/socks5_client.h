@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "agent/relay/socket_address.h"
+
 namespace kib::relay {
 
 enum class Socks5Failure : uint8_t {
@@ -35,6 +37,16 @@ enum class Socks5Failure : uint8_t {
 // Stable, lowercase names used as status reasons ("socks5: connection_refused").
 std::string_view socks5_failure_name(Socks5Failure f);
 
+// The request that follows the greeting (RFC 1928 section 4).
+enum class Socks5Command : uint8_t { connect = 1, udp_associate = 3 };
+
+// BND.ADDR and BND.PORT of a successful reply: an IP address (ATYP 1 or 4), or a
+// domain name (ATYP 3, not kept: nothing of ours dials a name a server hands out).
+struct Socks5Bound {
+  bool is_domain = false;
+  SocketAddress address{};  // AF_UNSPEC when there is none
+};
+
 struct Socks5Credentials {
   std::string username;  // empty: offer no-auth only
   std::string password;
@@ -47,12 +59,14 @@ class Socks5Client {
   // CONNECT to an IPv6 address (22).
   static constexpr size_t kMaxOutput = 3 + 513 + 22;
 
-  // dst: the original destination (AF_INET or AF_INET6), sent as ATYP 1 or 4.
+  // dst: the original destination (AF_INET or AF_INET6), sent as ATYP 1 or 4 (for
+  // UDP ASSOCIATE: the address the datagrams will come from, zeros when not known).
   // creds must outlive the client. pipelined: the greeting goes out together with
   // the requests that follow it (credentials, CONNECT) instead of each waiting for
   // the reply before it; only for a server known to read them in turn (a server that
   // reads one message per recv() would drop the rest, e.g. microsocks 1.0.3).
-  Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined = false);
+  Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined = false,
+               Socks5Command command = Socks5Command::connect);
 
   // Makes the greeting due (the first output).
   void start() { output_due_ = true; }
@@ -65,12 +79,18 @@ class Socks5Client {
   // Feeds received bytes. Returns how many were consumed (the rest, after `done`,
   // are tunnelled data).
   size_t feed(const uint8_t* data, size_t len);
+  // The most bytes feed() takes before the current reply is complete (0 when the
+  // exchange is over): a caller reading from a stream it must not over-read (TLS,
+  // whose later plaintext is the tunnel's) reads no more than this.
+  size_t bytes_wanted() const;
 
   State state() const { return state_; }
   Socks5Failure failure() const { return failure_; }
   bool pipelined() const { return pipelined_; }
   // Whether the failure is the server's answer to the CONNECT (a reply code).
   bool connect_answered() const;
+  // After done: the reply's BND.ADDR and BND.PORT (UDP ASSOCIATE's relay address).
+  Socks5Bound bound() const;
 
  private:
   void on_message();
@@ -88,7 +108,9 @@ class Socks5Client {
   Socks5Failure failure_ = Socks5Failure::none;
   bool output_due_ = false;
   bool pipelined_ = false;
-  uint8_t head_[5] = {};  // the first bytes of the current reply
+  Socks5Command command_ = Socks5Command::connect;
+  // The current reply's bytes, up to an IPv6 BND (a domain BND's tail is not kept).
+  uint8_t head_[4 + 16 + 2] = {};
   uint16_t have_ = 0;     // bytes of the current reply seen
   uint16_t need_ = 2;     // its length, once known
 };

@@ -4,10 +4,10 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <vector>
 
 #include "agent/common/errno_error.h"
 #include "agent/common/unique_fd.h"
+#include "agent/relay/egress_dial.h"
 #include "agent/relay/socket_address.h"
 #include "agent/relay/socks5_client.h"
 
@@ -31,73 +31,61 @@ Result<bool> wait_for(int fd, short events, Clock::time_point deadline, const st
   return Error{Code::canceled, "stopped"};
 }
 
-Result<UniqueFd> connect_to(const SocketAddress& peer, Clock::time_point deadline, const std::stop_token& stop) {
+// 0 and *out connected, or the connect's errno (ETIMEDOUT past the deadline);
+// an Error only when stopped or poll itself failed.
+Result<int> connect_to(const SocketAddress& peer, Clock::time_point deadline, const std::stop_token& stop,
+                       UniqueFd* out) {
   UniqueFd fd(::socket(peer.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) return errno_error("socket");
-  if (::connect(fd.get(), &peer.sa, peer.length()) != 0 && errno != EINPROGRESS) return errno_error("connect");
+  if (!fd) return errno;
+  if (::connect(fd.get(), &peer.sa, peer.length()) != 0 && errno != EINPROGRESS) return errno;
   auto ready = wait_for(fd.get(), POLLOUT, deadline, stop);
   if (!ready.ok()) return std::move(ready).error();
-  if (!*ready) return Error{Code::unavailable, "connect: timed out"};
+  if (!*ready) return ETIMEDOUT;
   int err = 0;
   socklen_t len = sizeof err;
-  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno_error("getsockopt");
-  if (err != 0) return errno_error("connect", err, Code::unavailable);
-  return fd;
-}
-
-Result<std::vector<policy::IpAddress>> addresses_of(const DialTarget& target, const ProbeOptions& options) {
-  std::vector<policy::IpAddress> resolved;
-  if (target.endpoint.ip) {
-    resolved.push_back(*target.endpoint.ip);
-  } else {
-    auto r = policy::resolve_host(target.endpoint.host, options.resolver);
-    if (!r.ok()) return std::move(r).error();
-    resolved = std::move(*r);
-  }
-  auto allowed = policy::filter_dial_targets(resolved, options.address_policy).allowed;
-  if (allowed.empty()) return Error{Code::unavailable, "no address of " + target.endpoint.host + " may be dialed"};
-  return allowed;
-}
-
-// Sends the pipelined requests and reads the replies until the CONNECT's is in, the
-// server closes, or the deadline.
-Result<bool> ask(int fd, const DialTarget& target, Clock::time_point deadline, const std::stop_token& stop) {
-  SocketAddress nowhere{};  // 0.0.0.0:0
-  nowhere.v4.sin_family = AF_INET;
-  Socks5Client socks(target.credentials, &nowhere.sa, /*pipelined=*/true);
-  socks.start();
-  uint8_t out[Socks5Client::kMaxOutput];
-  const size_t n = socks.write_output(out);
-  socks.take_output();
-  if (::send(fd, out, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) return errno_error("send", errno, Code::unavailable);
-  while (socks.state() != Socks5Client::State::done && socks.state() != Socks5Client::State::failed) {
-    auto ready = wait_for(fd, POLLIN, deadline, stop);
-    if (!ready.ok()) return std::move(ready).error();
-    if (!*ready) return false;  // answered the greeting at most, then waited
-    uint8_t in[512];
-    ssize_t got = ::recv(fd, in, sizeof in, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;  // closed (or reset) without answering the CONNECT
-    socks.feed(in, static_cast<size_t>(got));
-  }
-  return socks.connect_answered();
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+  if (err == 0) *out = std::move(fd);
+  return err;
 }
 
 }  // namespace
 
+// The dial is the one every connection makes (egress_dial.h), driven by blocking
+// calls, with the greeting, credentials and a CONNECT to 0.0.0.0:0 sent at once.
 Result<bool> probe_socks5_pipelining(const DialTarget& target, const ProbeOptions& options, std::stop_token stop) {
+  using Step = EgressDial::Step;
   if (target.tls) return Error{Code::unimplemented, "not probed inside TLS"};
-  auto addresses = addresses_of(target, options);
-  if (!addresses.ok()) return std::move(addresses).error();
-  Error last{Code::unavailable, "no address"};
-  for (const auto& ip : *addresses) {
-    const auto deadline = Clock::now() + options.timeout;
-    auto fd = connect_to(to_socket_address(ip, target.endpoint.port), deadline, stop);
-    if (fd.ok()) return ask(fd->get(), target, Clock::now() + options.timeout, stop);
-    if (fd.error().code == Code::canceled) return std::move(fd).error();
-    last = std::move(fd).error();
+  SocketAddress nowhere{};  // 0.0.0.0:0
+  nowhere.v4.sin_family = AF_INET;
+  EgressDial dial(DialPlan{.egress = &target, .destination = nowhere, .pipelined = true,
+                           .address_policy = &options.address_policy});
+  Step step = dial.start();
+  if (step == Step::resolve) step = dial.on_resolved(policy::resolve_host(dial.host(), options.resolver));
+  UniqueFd fd;
+  while (step == Step::connect) {
+    auto err = connect_to(dial.peer(), Clock::now() + options.timeout, stop, &fd);
+    if (!err.ok()) return std::move(err).error();
+    step = dial.on_connected(*err);
   }
-  return last;
+  if (!fd) return Error{Code::unavailable, dial.failure().reason};  // never connected
+  // Sends the requests and reads the replies until the CONNECT's is in, the server
+  // closes, or the deadline.
+  const auto deadline = Clock::now() + options.timeout;
+  while (step == Step::exchange) {
+    uint8_t out[Socks5Client::kMaxOutput];
+    while (size_t n = dial.take_out(out, sizeof out))
+      if (::send(fd.get(), out, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n))
+        return errno_error("send", errno, Code::unavailable);
+    auto ready = wait_for(fd.get(), POLLIN, deadline, stop);
+    if (!ready.ok()) return std::move(ready).error();
+    if (!*ready) break;  // answered the greeting at most, then waited
+    uint8_t in[512];
+    ssize_t got = ::recv(fd.get(), in, sizeof in, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // closed (or reset) without answering the CONNECT
+    step = dial.on_received(in, static_cast<size_t>(got));
+  }
+  return dial.request_answered();
 }
 
 }  // namespace kib::relay

@@ -287,3 +287,42 @@ TEST_CASE("connect_answered: a reply code to the CONNECT, not a greeting or auth
   CHECK(no_method.failure() == Socks5Failure::no_acceptable_method);
   CHECK_FALSE(no_method.connect_answered());
 }
+
+TEST_CASE("UDP ASSOCIATE: the request carries command 3; the reply's BND.ADDR and BND.PORT are kept") {
+  Socks5Credentials creds;
+  auto zeros = v6("::", 0);
+  Socks5Client c(creds, reinterpret_cast<sockaddr*>(&zeros), false, kib::relay::Socks5Command::udp_associate);
+  c.start();
+  c.take_output();
+  feed(c, {5, 0});
+  CHECK(out(c) == std::vector<uint8_t>{5, 3, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  c.take_output();
+  const std::vector<uint8_t> reply = {5, 0, 0, 4, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x13, 0x88};
+  CHECK(feed(c, reply) == reply.size());
+  REQUIRE(c.state() == State::done);
+  const auto b = c.bound();
+  CHECK_FALSE(b.is_domain);
+  REQUIRE(b.address.sa.sa_family == AF_INET6);
+  CHECK(ntohs(b.address.v6.sin6_port) == 5000);
+  CHECK(b.address.v6.sin6_addr.s6_addr[0] == 0xfd);
+  CHECK(b.address.v6.sin6_addr.s6_addr[15] == 1);
+}
+
+TEST_CASE("bytes_wanted never reaches past the current reply") {
+  Socks5Credentials creds;
+  auto dst = v4("203.0.113.7", 443);
+  Socks5Client c(creds, reinterpret_cast<sockaddr*>(&dst));
+  c.start();
+  c.take_output();
+  CHECK(c.bytes_wanted() == 2);
+  feed(c, {5});
+  CHECK(c.bytes_wanted() == 1);
+  feed(c, {0});
+  c.take_output();
+  CHECK(c.bytes_wanted() == 5);  // up to ATYP and the first address byte
+  feed(c, {5, 0, 0, 1, 10});
+  CHECK(c.bytes_wanted() == 5);  // the rest of an IPv4 BND and the port
+  feed(c, {0, 0, 1, 0x04, 0x38});
+  CHECK(c.state() == State::done);
+  CHECK(c.bytes_wanted() == 0);
+}
