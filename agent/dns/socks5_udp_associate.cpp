@@ -1,21 +1,8 @@
 #include "agent/dns/socks5_udp_associate.h"
 
-#include <algorithm>
 #include <string>
 
 namespace kib::dns {
-namespace {
-
-constexpr size_t kMaxReplySize = 4 + 1 + 255 + 2;
-
-}  // namespace
-
-Bytes encode_udp_associate_request(const SocketAddress& client_udp_source) {
-  Bytes out{kSocks5Version, kCmdUdpAssociate, 0};
-  append_socks5_address(out, client_udp_source);
-  return out;
-}
-
 std::string_view socks5_reply_text(uint8_t rep) {
   switch (rep) {
     case 0: return "succeeded";
@@ -29,29 +16,6 @@ std::string_view socks5_reply_text(uint8_t rep) {
     case 8: return "address type not supported";
     default: return "unassigned reply code";
   }
-}
-
-Result<std::optional<Socks5Reply>> Socks5ReplyReader::feed(ByteView bytes) {
-  using Maybe = std::optional<Socks5Reply>;
-  // Only take what can belong to the reply; the caller keeps the rest.
-  const size_t before = buf_.size();
-  const size_t taken = std::min(kMaxReplySize - before, bytes.size());
-  buf_.insert(buf_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(taken));
-  if (buf_.size() >= 1 && buf_[0] != kSocks5Version)
-    return make_error(Code::unavailable, "SOCKS5 reply with version " + std::to_string(buf_[0]));
-  if (buf_.size() < 4) {
-    consumed_ = taken;
-    return Maybe{};
-  }
-  auto addr = decode_socks5_address(ByteView(buf_).subspan(3));
-  if (!addr) return make_error(Code::unavailable, "SOCKS5 reply: " + addr.error().message);
-  if (!addr->has_value()) {
-    consumed_ = taken;
-    return Maybe{};
-  }
-  const size_t total = 3 + (*addr)->size;
-  consumed_ = total - before;
-  return Maybe(Socks5Reply{buf_[1], std::move((*addr)->destination)});
 }
 
 Result<SocketAddress> relay_address_from_reply(const Socks5Reply& reply, const SocketAddress& endpoint,

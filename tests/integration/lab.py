@@ -55,6 +55,19 @@ def _run(args, check=True, timeout=30, input=None):
     return proc
 
 
+class NftMonitor:
+    """`nft monitor` in a namespace: every nftables change there while it runs."""
+
+    def __init__(self, lab, ns):
+        self.proc = lab.popen(ns, "nft", "monitor", text=True)
+        time.sleep(0.3)  # subscribed before the caller acts
+
+    def events(self):
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=10)
+        return out.strip()
+
+
 class Workspace:
     """One guest namespace behind one workspace namespace."""
 

@@ -13,21 +13,10 @@ import pytest
 import e2e_env as e2e
 from test_lifecycle import attach_at
 
+Monitor = e2e.labmod.NftMonitor
+
 if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
-
-
-class Monitor:
-    """`nft monitor` in a namespace: every nftables change there while it runs."""
-
-    def __init__(self, lab, ns):
-        self.proc = lab.popen(ns, "nft", "monitor", text=True)
-        time.sleep(0.3)  # subscribed before the caller acts
-
-    def events(self):
-        self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=10)
-        return out.strip()
 
 
 def restarted(agent, sig, wids, eid, revision=1):

@@ -6,11 +6,11 @@ in full. Through the netns library and netns-attach-tool; root only, each test b
 its own lab and removes it even on failure."""
 import os
 import subprocess
-import time
 
 import pytest
 
 from attach_tool import MARK, AttachTool, public_policy, try_adopt
+from lab import NftMonitor as Monitor
 
 PORT = 8080
 
@@ -41,19 +41,6 @@ def killed_with_note(lab, ws, policy):
     assert note is not None
     tool.kill()
     return note
-
-
-class Monitor:
-    """`nft monitor` in a namespace: every nftables change there while it runs."""
-
-    def __init__(self, lab, ns):
-        self.proc = lab.popen(ns, "nft", "monitor", text=True)
-        time.sleep(0.3)  # subscribed before the caller acts
-
-    def events(self):
-        self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=10)
-        return out.strip()
 
 
 @pytest.mark.parametrize("resolvers", [False, True], ids=["tcp", "tcp+dns"])

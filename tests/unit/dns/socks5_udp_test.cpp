@@ -61,41 +61,6 @@ TEST_CASE("truncated headers and unknown address types are invalid") {
   CHECK_FALSE(decode_socks5_udp_datagram(Bytes{0, 0, 0, 3, 0, 0, 53}).ok());
 }
 
-TEST_CASE("the UDP ASSOCIATE request is VER=5 CMD=3 RSV then the client's UDP source") {
-  CHECK(encode_udp_associate_request(addr("10.1.2.3", 4000)) == Bytes{5, 3, 0, 1, 10, 1, 2, 3, 0x0f, 0xa0});
-  CHECK(encode_udp_associate_request(addr("0.0.0.0", 0)) == Bytes{5, 3, 0, 1, 0, 0, 0, 0, 0, 0});
-}
-
-TEST_CASE("the ASSOCIATE reply is read across partial reads") {
-  const Bytes reply = {5, 0, 0, 1, 10, 9, 8, 7, 0x04, 0x38};
-  Socks5ReplyReader r;
-  for (size_t i = 0; i + 1 < reply.size(); ++i) {
-    auto got = r.feed(ByteView(reply).subspan(i, 1));
-    REQUIRE(got.ok());
-    CHECK_FALSE(got->has_value());
-  }
-  auto got = r.feed(ByteView(reply).last(1));
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK((*got)->rep == 0);
-  CHECK((*got)->bound.port == 1080);
-  CHECK(r.consumed() == 1);
-}
-
-TEST_CASE("bytes after the reply are left to the caller") {
-  const Bytes in = {5, 0, 0, 1, 10, 9, 8, 7, 0x04, 0x38, 0xee, 0xee};
-  Socks5ReplyReader r;
-  auto got = r.feed(in);
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK(r.consumed() == 10);
-}
-
-TEST_CASE("a reply that is not SOCKS5 is refused") {
-  Socks5ReplyReader r;
-  CHECK_FALSE(r.feed(Bytes{4, 0x5a}).ok());
-}
-
 TEST_CASE("the relay address is BND.ADDR:BND.PORT") {
   Socks5Reply reply{0, {*IpAddress::parse("10.0.0.9"), 40000}};
   auto relay = relay_address_from_reply(reply, addr("10.0.0.1", 1080), lab_policy());
