@@ -25,10 +25,6 @@ class NamespaceHandle {
   NamespaceHandle(const NamespaceHandle&) = delete;  // one owner; shared_fd() to share the fd
   NamespaceHandle& operator=(const NamespaceHandle&) = delete;
 
-  // A second handle on the same fd (for a step that consumes one and may fail, so
-  // that the caller goes on with the namespace it checked, not the path again).
-  NamespaceHandle share() const { return NamespaceHandle(fd_, path_, dev_, ino_); }
-
   int fd() const { return fd_ ? fd_->get() : -1; }  // -1 once moved from
   // The fd itself, for a holder that may outlive this handle (the DNS service opens
   // reply sockets in the namespace): one fd per namespace, however many hold it.
@@ -42,9 +38,7 @@ class NamespaceHandle {
 
  private:
   NamespaceHandle(UniqueFd fd, std::string path, dev_t dev, ino_t ino)
-      : NamespaceHandle(std::make_shared<const UniqueFd>(std::move(fd)), std::move(path), dev, ino) {}
-  NamespaceHandle(std::shared_ptr<const UniqueFd> fd, std::string path, dev_t dev, ino_t ino)
-      : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
+      : fd_(std::make_shared<const UniqueFd>(std::move(fd))), path_(std::move(path)), dev_(dev), ino_(ino) {}
   std::shared_ptr<const UniqueFd> fd_;  // null once moved from
   std::string path_;
   dev_t dev_ = 0;

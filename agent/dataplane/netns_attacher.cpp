@@ -89,48 +89,22 @@ void NetnsAttacher::drop_note(const std::string& workspace_id) {
 }
 
 void NetnsAttacher::write_memo(const std::function<Status(netns::AttachMemo&)>& line) {
-  // What a rewrite keeps: this agent's notes, and those of the previous one not used
-  // yet (a Workspace whose namespace is not back yet may still adopt it).
-  auto live = [&] {
-    netns::AttachNotes all = inherited_;
-    for (const auto& [id, n] : notes_) all[id] = n;
-    return all;
-  };
   Status st;
   if (!memo_) {
-    auto m = netns::AttachMemo::create(memo_path_, boot_id_, live());
+    auto m = netns::AttachMemo::create(memo_path_, boot_id_, notes_);
     if (m.ok()) memo_.emplace(std::move(*m));
     st = m.ok() ? Status{} : Status(std::move(m).error());
   } else if (!memo_intact_) {
-    st = memo_->rewrite(live());
+    st = memo_->rewrite(notes_);
   } else {
     st = line(*memo_);
-    // inherited_ shrinks to nothing as a start proceeds: notes_ is about all of it.
-    if (st.ok() && memo_->long_for(notes_.size() + inherited_.size())) st = memo_->rewrite(live());
+    if (st.ok() && memo_->long_for(notes_.size())) st = memo_->rewrite(notes_);
   }
   memo_intact_ = st.ok() && memo_.has_value();
   std::string err = st.ok() ? std::string() : st.error().message;
   if (err != memo_error_ && !err.empty())
     spdlog::warn("{} (a start after this one writes the tables again)", err);
   memo_error_ = std::move(err);
-}
-
-Result<netns::Attachment> NetnsAttacher::attach_or_adopt(const std::string& workspace_id, netns::NamespaceHandle ns,
-                                                          const netns::AttachParams& params) {
-  std::optional<netns::AttachNote> inherited;
-  {
-    std::lock_guard lk(mu_);
-    if (auto it = inherited_.find(workspace_id); it != inherited_.end()) {
-      inherited = it->second;
-      inherited_.erase(it);
-    }
-  }
-  if (inherited) {
-    auto a = netns::Attachment::adopt(ns.share(), params, *inherited);
-    if (a.ok()) return a;
-    spdlog::info("workspace {}: writing its rules again: {}", workspace_id, a.error().message);
-  }
-  return netns::Attachment::attach(std::move(ns), params);
 }
 
 Status NetnsAttacher::attachable(uint64_t dev, uint64_t ino) const {
@@ -164,7 +138,7 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
     params.policy = std::move(rp.value());
     params.listeners_per_family = tcp_listeners;
     params.guest_congestion_control = guest_congestion_control_;
-    auto attached = attach_or_adopt(workspace_id, std::move(*ns), params);
+    auto attached = netns::Attachment::attach(std::move(*ns), params);
     if (!attached.ok()) return std::move(attached).error();
     a.emplace(std::move(attached.value()));
   }
@@ -210,8 +184,8 @@ void NetnsAttacher::prepare(const std::vector<Runtime::Restoring>& all, unsigned
       auto it = inherited_.find(w.workspace_id);
       if (it == inherited_.end()) continue;
       work.emplace_back(&w, it->second);
-      inherited_.erase(it);
     }
+    inherited_.clear();  // used once: the rest name Workspaces no longer stored
   }
   if (work.empty()) return;
   const unsigned threads = std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 4);

@@ -46,9 +46,6 @@ class NetnsAttacher final : public WorkspaceAttacher {
   std::string holder_of(const netns::NamespaceHandle& ns, const std::string& except) const;
 
   void forget(const std::string& workspace_id);  // under mu_
-  // Adopts the namespace when the previous agent's note of it holds, else attaches.
-  Result<netns::Attachment> attach_or_adopt(const std::string& workspace_id, netns::NamespaceHandle ns,
-                                            const netns::AttachParams& params);
   // A namespace prepare() adopted, waiting for its Workspace's attach().
   struct Prepared {
     netns::Attachment attachment;
@@ -97,7 +94,7 @@ class NetnsAttacher final : public WorkspaceAttacher {
   std::unordered_map<uint64_t, netns::WatchReport> reported_;
   uint64_t next_key_ = 1;
   // The memo (see the constructor): its path, this boot, the notes the previous agent
-  // left (each used once, by the first attach of its Workspace), those of this one.
+  // left (used once, by prepare() at the start), those of this one.
   const std::string memo_path_;
   std::string boot_id_;
   netns::AttachNotes inherited_;
