@@ -96,12 +96,12 @@ Families Attachment::enforced_families() const {
   return Families{routed.ipv4 && listening_.ipv4, routed.ipv6 && listening_.ipv6};
 }
 
-Status Attachment::apply_table() {
+Status Attachment::apply_table(bool list) {
   const std::string text = build_ruleset(RulesetParams{params_.policy, ports_, params_.mark});
-  auto listing = apply_nft_and_list(ns_.fd(), text, kListTable);
-  if (!listing.ok()) return std::move(listing).error();
-  table_listing_ = std::move(*listing);
-  written_generation_ = table_listing_ ? std::optional<uint32_t>(table_listing_->generation) : std::nullopt;
+  auto written = write_nft(ns_.fd(), text, list ? kListTable : std::string());
+  if (!written.ok()) return std::move(written).error();
+  table_listing_ = *written ? std::move((*written)->listing) : std::nullopt;
+  written_generation_ = *written ? std::optional<uint32_t>((*written)->generation) : std::nullopt;
   ruleset_digest_ = ruleset_digest(text);
   return {};
 }
@@ -263,15 +263,16 @@ Status Attachment::check() const {
   if (!listed.ok() && listed.error().code == Code::resource_exhausted) return std::move(listed).error();
   if (!listed.ok()) return make_error(Code::failed_precondition, "nftables table missing: " + listed.error().message);
   if (!table_listing_)
-    return make_error(Code::failed_precondition, "nftables table not verified (not listed since the agent's last write)");
-  if (*listed != table_listing_->text) return make_error(Code::failed_precondition, "nftables table changed");
+    return make_error(Code::failed_precondition,
+                      "nftables changed in the namespace since the agent's last write, which was not listed");
+  if (*listed != *table_listing_) return make_error(Code::failed_precondition, "nftables table changed");
   return check_routing();
 }
 
 Status Attachment::check_routing() const { return check_policy_routing(ns_.fd(), routing(), routing_state_); }
 
 Status Attachment::reinstall() {
-  KIB_TRY(apply_table());
+  KIB_TRY(apply_table(/*list=*/true));
   return install_routing();
 }
 

@@ -101,7 +101,10 @@ class Attachment {
   // content differs from what the agent's last table write left; a rule or a route
   // was removed behind the agent's back). update() with the same policy reinstalls
   // the table. The table is listed only when nftables there moved past the agent's
-  // last write (its generation).
+  // last write (its generation); when that write was not listed (attach and update
+  // do not: listing costs as much as writing, and most namespaces never see another
+  // transaction) the table is reported unverified, and reinstall() writes and lists
+  // it, so that later transactions of others are told apart from changes to it.
   Status check() const;
   // check() without the table: the policy routing only, and the address families:
   // failed_precondition too when a family became live in the namespace since the
@@ -140,7 +143,8 @@ class Attachment {
 
  private:
   Attachment(NamespaceHandle ns, AttachParams params) : ns_(std::move(ns)), params_(std::move(params)) {}
-  Status apply_table();
+  // list: keep nft's listing of the written table for check() (reinstall does).
+  Status apply_table(bool list = false);
   RoutingParams routing() const;
   // Installs the policy routing and records what it left; the error of a live
   // family that could not be enforced.
@@ -151,9 +155,10 @@ class Attachment {
   TproxyPorts ports_;
   Listeners listeners_;
   // `nft list table` right after the last table write, what check() compares with;
-  // nullopt when another transaction interleaved (the content is then unknown, and
-  // check() reports it so that a repair writes the table again).
-  std::optional<TableListing> table_listing_;
+  // nullopt when that write was not listed or another transaction interleaved (the
+  // content is then unknown, and check() reports it so that a repair writes and lists
+  // the table again).
+  std::optional<std::string> table_listing_;
   // The generation after the last table write (also for an adopted table, whose text
   // was not listed), or nullopt when unknown.
   std::optional<uint32_t> written_generation_;

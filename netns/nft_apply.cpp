@@ -11,13 +11,12 @@ Result<std::string> run_nft(int ns_fd, const std::string& buffer) {
   return reply->output.value_or(std::string());
 }
 
-Result<std::optional<TableListing>> apply_nft_and_list(int ns_fd, const std::string& buffer,
-                                                       const std::string& list) {
-  auto reply = NftHelper::instance().call(ns_fd, NftRequest{NftOp::apply_and_list, buffer, list});
+Result<std::optional<TableWrite>> write_nft(int ns_fd, const std::string& buffer, const std::string& list) {
+  auto reply = NftHelper::instance().call(ns_fd, NftRequest{NftOp::write, buffer, list});
   if (!reply.ok()) return std::move(reply).error();
   if (!reply->status.ok()) return std::move(reply->status).error();
-  if (!reply->output || !reply->generation) return std::optional<TableListing>{};
-  return std::optional<TableListing>{TableListing{std::move(*reply->output), *reply->generation}};
+  if (!reply->generation || (!list.empty() && !reply->output)) return std::optional<TableWrite>{};
+  return std::optional<TableWrite>{TableWrite{*reply->generation, std::move(reply->output)}};
 }
 
 Status apply_nft(int ns_fd, const std::string& buffer) {

@@ -17,11 +17,11 @@ Status apply_nft(int ns_fd, const std::string& buffer);
 // Same, returning nft's output (e.g. "list table inet kibotos").
 Result<std::string> run_nft(int ns_fd, const std::string& buffer);
 
-// apply_nft(buffer), then run_nft(list) on the same thread. The listing is returned
-// only when it shows what this transaction left: the namespace's generation moved by
-// exactly one across the apply and not at all across the listing. Otherwise (another
-// transaction committed in between, or the listing failed) it is nullopt.
-Result<std::optional<TableListing>> apply_nft_and_list(int ns_fd, const std::string& buffer,
-                                                       const std::string& list);
+// apply_nft(buffer), then (list not empty) run_nft(list) in the same helper call:
+// the generation right after the transaction, and the listing. Returned only when it
+// shows what this transaction left: the namespace's generation moved by exactly one
+// across the apply and not at all across the listing. Otherwise (another transaction
+// committed in between, or the listing failed) it is nullopt.
+Result<std::optional<TableWrite>> write_nft(int ns_fd, const std::string& buffer, const std::string& list);
 
 }  // namespace kib::netns

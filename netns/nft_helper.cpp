@@ -32,12 +32,12 @@ NftReply handle(int ns_fd, const NftRequest& req) {
     if (!out.ok()) return {std::move(out).error(), std::nullopt, std::nullopt};
     return {{}, std::move(*out), std::nullopt};
   }
-  if (req.op != NftOp::apply_and_list)
+  if (req.op != NftOp::write)
     return {make_error(Code::internal, "nft helper: unknown request"), std::nullopt, std::nullopt};
-  auto listed = nft_apply_and_list_here(req.text, req.list);
-  if (!listed.ok()) return {std::move(listed).error(), std::nullopt, std::nullopt};
-  if (!*listed) return {{}, std::nullopt, std::nullopt};
-  return {{}, std::move((*listed)->text), (*listed)->generation};
+  auto written = nft_write_here(req.text, req.list);
+  if (!written.ok()) return {std::move(written).error(), std::nullopt, std::nullopt};
+  if (!*written) return {{}, std::nullopt, std::nullopt};
+  return {{}, std::move((*written)->listing), (*written)->generation};
 }
 
 // The helper process: serves requests until the agent closes its end (it ended or

@@ -33,17 +33,17 @@ Result<std::string> nft_run_here(const std::string& buffer) {
   return std::string(nft_ctx_get_output_buffer(ctx.get()));
 }
 
-Result<std::optional<TableListing>> nft_apply_and_list_here(const std::string& buffer, const std::string& list) {
-  using Listing = std::optional<TableListing>;
+Result<std::optional<TableWrite>> nft_write_here(const std::string& buffer, const std::string& list) {
+  using Write = std::optional<TableWrite>;
   auto before = nft_generation_here();
   KIB_TRY(nft_run_here(buffer));
   auto applied = nft_generation_here();
+  if (!before.ok() || !applied.ok() || *applied != *before + 1) return Write{};
+  if (list.empty()) return Write{TableWrite{*applied, std::nullopt}};
   auto listed = nft_run_here(list);
   auto after = nft_generation_here();
-  const bool ours_only =
-      before.ok() && applied.ok() && after.ok() && *applied == *before + 1 && *after == *applied;
-  if (!ours_only || !listed.ok()) return Listing{};
-  return Listing{TableListing{std::move(*listed), *applied}};
+  if (!listed.ok() || !after.ok() || *after != *applied) return Write{};
+  return Write{TableWrite{*applied, std::move(*listed)}};
 }
 
 }  // namespace kib::netns

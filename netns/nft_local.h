@@ -15,16 +15,16 @@ namespace kib::netns {
 // carries nft's message.
 Result<std::string> nft_run_here(const std::string& buffer);
 
-// What one transaction left: nft's listing of it, and the namespace's nftables
-// generation right after it.
-struct TableListing {
-  std::string text;
+// What one transaction left: the namespace's nftables generation right after it and,
+// when asked for, nft's listing of it.
+struct TableWrite {
   uint32_t generation = 0;
+  std::optional<std::string> listing;
 };
 
-// nft_run_here(buffer), then nft_run_here(list). The listing is returned only when it
+// nft_run_here(buffer), then (list not empty) nft_run_here(list). Returned only when it
 // shows what this transaction left: the namespace's generation moved by exactly one
 // across the apply and not at all across the listing. Otherwise nullopt.
-Result<std::optional<TableListing>> nft_apply_and_list_here(const std::string& buffer, const std::string& list);
+Result<std::optional<TableWrite>> nft_write_here(const std::string& buffer, const std::string& list);
 
 }  // namespace kib::netns

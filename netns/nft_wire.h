@@ -14,7 +14,7 @@ namespace kib::netns {
 
 enum class NftOp : uint32_t {
   run = 1,             // run `text`, answer nft's output
-  apply_and_list = 2,  // apply `text`, then list `list` (apply_nft_and_list's rules)
+  write = 2,  // apply `text`, then list `list` if not empty (write_nft's rules)
 };
 
 struct NftRequest {
@@ -25,8 +25,8 @@ struct NftRequest {
 
 struct NftReply {
   Status status;                      // the error is nft's (or setns'), code included
-  std::optional<std::string> output;  // run: always on success; apply_and_list: the listing, if trusted
-  std::optional<uint32_t> generation;  // apply_and_list: the generation the listing shows
+  std::optional<std::string> output;   // run: always on success; write: the listing, if asked and trusted
+  std::optional<uint32_t> generation;  // write: the generation right after it, if trusted
 };
 
 // Blocking; an error names what failed (unavailable when the peer is gone).

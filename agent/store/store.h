@@ -1,6 +1,6 @@
 #pragma once
-// The agent's durable state: one SQLite file under state_dir (WAL,
-// synchronous=FULL, mode 0600), guarded by an exclusive lock on the directory.
+// The agent's durable state: one SQLite file under state_dir (WAL, group commit:
+// see group_sync.h; mode 0600), guarded by an exclusive lock on the directory.
 // Resources are protobuf blobs with indexed columns; the store does not know their
 // types. Every access runs in one transaction on one connection, serialised by a
 // mutex: a write RPC is one write transaction, its command-log row included.
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/common/result.h"
+#include "agent/store/group_sync.h"
 #include "agent/store/sqlite_db.h"
 #include "agent/store/state_dir_lock.h"
 
@@ -109,9 +110,16 @@ class Store {
   // when another agent holds state_dir.
   static Result<std::unique_ptr<Store>> open(const std::string& state_dir);
 
-  // One write transaction (BEGIN IMMEDIATE .. COMMIT, fsynced): committed when fn
-  // succeeds, rolled back when it fails.
+  // One write transaction (BEGIN IMMEDIATE .. COMMIT, on disk when it returns):
+  // committed when fn succeeds, rolled back when it fails.
   Status write(const std::function<Status(Transaction&)>& fn);
+  // The same, split: the commit (visible to reads at once) returns its number, and
+  // durable(number) must return before anything acknowledges it. Commits made
+  // meanwhile share one fdatasync.
+  Result<uint64_t> write_deferred(const std::function<Status(Transaction&)>& fn);
+  Status durable(uint64_t commit) { return sync_.sync(commit); }
+  // fdatasync calls of the WAL so far (tests).
+  uint64_t syncs() const { return sync_.syncs(); }
   // One read transaction: a consistent snapshot.
   Status read(const std::function<Status(Transaction&)>& fn);
 
@@ -121,14 +129,16 @@ class Store {
 
  private:
   Store(StateDirLock lock, SqliteDb db, std::string path)
-      : lock_(std::move(lock)), db_(std::move(db)), path_(std::move(path)) {}
-  Status transact(const char* begin, const std::function<Status(Transaction&)>& fn);
+      : lock_(std::move(lock)), db_(std::move(db)), path_(std::move(path)), sync_(path_ + "-wal") {}
+  // commit: set to the commit's number (GroupSync) when it committed.
+  Status transact(const char* begin, const std::function<Status(Transaction&)>& fn, uint64_t* commit);
   Status load_secret();
 
   StateDirLock lock_;
   std::mutex mu_;
   SqliteDb db_;
   std::string path_;
+  GroupSync sync_;
   std::string secret_;
 };
 

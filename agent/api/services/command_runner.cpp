@@ -78,8 +78,8 @@ Result<std::string> CommandRunner::run_serialized(
   if (!pre.ok() && !remembered(pre.error().code)) return pre.error();
 
   std::optional<Result<std::string>> outcome;
-  std::lock_guard<std::mutex> order(order_mu_);
-  Status stored = store_.write([&](store::Transaction& txn) -> Status {
+  std::unique_lock<std::mutex> order(order_mu_);
+  auto stored = store_.write_deferred([&](store::Transaction& txn) -> Status {
     auto now = now_();
     KIB_TRY(txn.prune_commands(to_ms(now - retention_)));
     // (An expired record with this ID, ignored by replay(), is gone after this prune.)
@@ -110,6 +110,10 @@ Result<std::string> CommandRunner::run_serialized(
   });
   if (!stored.ok()) return std::move(stored).error();
   if (outcome->ok() && committed) committed();
+  order.unlock();
+  // The next write commits and applies while this one waits for the disk, and
+  // shares its fdatasync when it gets there first (group_sync.h).
+  KIB_TRY(store_.durable(*stored));
   return std::move(*outcome);
 }
 

@@ -62,7 +62,7 @@ dataplane:
   max_connections_per_workspace: 50000
 """ + "".join(f"  {k}: {v}\n" for k, v in self.dataplane.items()))
         argv = [self.binary, "--config", self.config] + self.extra_args
-        self.proc = self.lab.spawn(self.lab.agent, argv, stdout=open(self.log, "w"),
+        self.proc = self.lab.spawn(self.lab.agent, argv, stdout=open(self.log, "a"),
                                    stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -92,6 +92,11 @@ class AttachTool:
         names, _, error = rest.partition("ERROR ")
         return names.split(), (error or None)
 
+    def reinstall(self):
+        """Attachment::reinstall: the table written and listed (check() then compares
+        with that listing), the routing installed."""
+        self.command("reinstall", "REINSTALLED")
+
     def repair(self):
         """One pass of the agent's repair: 'ok' or '<what changed> -> reinstalled|<error>'."""
         return self.command("repair", "REPAIR").split(" ", 1)[1]

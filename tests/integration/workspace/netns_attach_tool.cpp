@@ -17,7 +17,8 @@
 // (prints "ALIVE 1" or "ALIVE 0"), "check" ("CHECK ok" or "CHECK <what is missing>"),
 // "families" ("FAMILIES [ipv4] [ipv6] [ERROR <why a live one is not enforced>]"),
 // "repair" (check_routing, then reinstall when it fails: "REPAIR ok" or
-// "REPAIR <what changed> -> reinstalled|<error>"),
+// "REPAIR <what changed> -> reinstalled|<error>"), "reinstall" (writes and lists the
+// table, installs the routing: "REINSTALLED" or "ERROR <why>"),
 // "note" ("NOTE <cookie> <generation> <tcp> <dns_udp> <dns_tcp> <digest hex>", what a
 // restarted agent may adopt, or "NOTE none"),
 // and for the fd-ceiling tests: "hold-fds N" (opens N more fds: "HOLDING <highest fd>"),
@@ -261,6 +262,11 @@ bool handle_command(const std::string& line, Attachment& a, Served& served) {
     std::string out = "FAMILIES";
     for (const auto& f : family_names(a.enforced_families())) out += " " + f;
     say(a.family_error().empty() ? out : out + " ERROR " + a.family_error());
+    return true;
+  }
+  if (line == "reinstall") {
+    auto st = a.reinstall();
+    say(st.ok() ? "REINSTALLED" : "ERROR " + st.error().message);
     return true;
   }
   if (line == "repair") {  // what the agent's periodic repair does

@@ -37,7 +37,7 @@ TEST_CASE("a request arrives whole with its namespace fd") {
   UniqueFd ns(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
   REQUIRE(ns);
   // Larger than a socket buffer: the sender blocks until the reader drains it.
-  NftRequest req{NftOp::apply_and_list, std::string(1 << 20, 'x') + "end", "list table inet kibotos"};
+  NftRequest req{NftOp::write, std::string(1 << 20, 'x') + "end", "list table inet kibotos"};
   std::thread sender([&] { CHECK(send_nft_request(p.a.get(), ns.get(), req).ok()); });
   auto got = recv_nft_request(p.b.get());
   sender.join();
@@ -45,7 +45,7 @@ TEST_CASE("a request arrives whole with its namespace fd") {
   CHECK(got->first.get() != ns.get());
   CHECK(same_file(got->first.get(), ns.get()));
   CHECK((::fcntl(got->first.get(), F_GETFD) & FD_CLOEXEC) != 0);
-  CHECK(got->second.op == NftOp::apply_and_list);
+  CHECK(got->second.op == NftOp::write);
   CHECK(got->second.text == req.text);
   CHECK(got->second.list == req.list);
 }

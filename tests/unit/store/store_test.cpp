@@ -124,6 +124,35 @@ TEST_CASE("Store: a failed write transaction leaves nothing behind") {
   }).ok());
 }
 
+TEST_CASE("Store: a write is on disk when it returns; commits made before one sync share it") {
+  TempDir t;
+  auto s = must_open(t.path());
+  auto insert = [](const std::string& id) {
+    return [id](Transaction& txn) -> Status { return txn.insert(Kind::egress, id, "x").ok() ? Status() : Status(Error{}); };
+  };
+  const uint64_t before = s->syncs();
+  REQUIRE(s->write(insert("eg-1")).ok());
+  CHECK(s->syncs() == before + 1);  // write() waits for its own fdatasync
+  // Two commits, then their syncs: the later commit's sync covers the earlier one.
+  auto first = s->write_deferred(insert("eg-2"));
+  auto second = s->write_deferred(insert("eg-3"));
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(*second > *first);
+  REQUIRE(s->durable(*second).ok());
+  REQUIRE(s->durable(*first).ok());
+  CHECK(s->syncs() == before + 2);
+  // A failed transaction commits nothing and gets no number.
+  auto failed = s->write_deferred([](Transaction&) -> Status { return Error{Code::aborted, "no"}; });
+  CHECK(failed.error().code == Code::aborted);
+  s.reset();
+  auto again = must_open(t.path());
+  REQUIRE(again->read([](Transaction& txn) -> Status {
+    for (const char* id : {"eg-1", "eg-2", "eg-3"}) CHECK(txn.get(Kind::egress, id)->has_value());
+    return {};
+  }).ok());
+}
+
 TEST_CASE("Store: a savepoint undoes only what its function wrote") {
   TempDir t;
   auto s = must_open(t.path());
