@@ -60,6 +60,21 @@ HttpResponse ConnectHandler::handle(const HttpRequest& req) const {
   return r;
 }
 
+bool ConnectHandler::answerable(const HttpRequest& req) const {
+  if (req.method != "POST") return true;
+  const std::string* content_type = req.header("content-type");
+  if (!codec_for_content_type(content_type ? *content_type : "")) return true;
+  std::string_view path = req.path;
+  if (path.starts_with('/')) path.remove_prefix(1);
+  if (registry_.find(std::string(path)) == nullptr) return true;
+  // A unary Connect body has no framing of its own: only its Content-Length says it is whole.
+  const std::string* length = req.header("content-length");
+  uint64_t cl = 0;
+  if (length == nullptr || req.body_too_large) return false;
+  auto [end, ec] = std::from_chars(length->data(), length->data() + length->size(), cl);
+  return ec == std::errc() && end == length->data() + length->size() && req.body.size() >= cl;
+}
+
 HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   const Clock::time_point now = Clock::now();
   if (req.method != "POST") return method_not_allowed();

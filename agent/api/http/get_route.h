@@ -19,6 +19,9 @@ class GetRoute final : public HttpHandler {
 
   HttpResponse handle(const HttpRequest& request) const override;
   size_t max_body_bytes() const override { return next_.max_body_bytes(); }
+  bool answerable(const HttpRequest& so_far) const override {
+    return so_far.path == path_ || next_.answerable(so_far);
+  }
 
  private:
   std::string path_;

@@ -176,6 +176,10 @@ int Http2Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, vo
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
     s->request_complete = true;
     if (!s->responded) h->ready_.push_back(frame->hd.stream_id);
+  } else if (!s->responded && h->handler_.answerable(s->request)) {
+    // Refusals go out as soon as the headers are in, and a whole message is answered
+    // while the client keeps its side open; on_frame_send then resets the stream.
+    h->ready_.push_back(frame->hd.stream_id);
   }
   return 0;
 }

@@ -41,6 +41,14 @@ class HttpHandler {
   virtual HttpResponse handle(const HttpRequest& request) const = 0;
   // The largest body it accepts; the transports stop reading beyond it.
   virtual size_t max_body_bytes() const = 0;
+  // Whether `so_far` (headers in, body possibly still arriving) can be answered now,
+  // before the request side ends: the headers already decide a refusal (unknown path,
+  // content type, method), or the body already holds the whole message. A client that
+  // keeps its side open waiting for an answer must not wait for the idle timeout.
+  virtual bool answerable(const HttpRequest& so_far) const {
+    (void)so_far;
+    return false;
+  }
 
  protected:
   ~HttpHandler() = default;
