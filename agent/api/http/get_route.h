@@ -22,6 +22,9 @@ class GetRoute final : public HttpHandler {
   bool answerable(const HttpRequest& so_far) const override {
     return so_far.path == path_ || next_.answerable(so_far);
   }
+  std::unique_ptr<StreamingCall> open(const HttpRequest& head) const override {
+    return head.path == path_ ? nullptr : next_.open(head);
+  }
 
  private:
   std::string path_;
