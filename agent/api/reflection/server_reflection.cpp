@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include "grpc/reflection/v1alpha/reflection.pb.h"
+
 namespace kib::api {
 namespace {
 
@@ -84,6 +86,9 @@ v1::ServerReflectionResponse ServerReflection::answer(const v1::ServerReflection
 }
 
 void ServerReflection::register_methods(MethodRegistry& registry) {
+  // v1alpha is served with v1's messages; naming one of its own keeps its generated
+  // file linked, so its descriptors are in the pool that list_services points to.
+  (void)grpc::reflection::v1alpha::ServerReflectionRequest::default_instance();
   services_.push_back(kV1);
   services_.push_back(kV1alpha);
   for (const char* service : {kV1, kV1alpha})

@@ -68,6 +68,19 @@ TEST_CASE("file_containing_symbol answers the file and its imports, the file fir
   CHECK(file_names(r.ask(req)).front() == "kibotos/ctrl/v1/agent.proto");
 }
 
+TEST_CASE("every listed service resolves to its file, both reflection versions included") {
+  Reflection r;
+  v1::ServerReflectionRequest list;
+  list.set_list_services("");
+  const auto listed = r.ask(list);
+  for (const auto& service : listed.list_services_response().service()) {
+    v1::ServerReflectionRequest req;
+    req.set_file_containing_symbol(service.name());
+    auto resp = r.ask(req);
+    CHECK_MESSAGE(resp.has_file_descriptor_response(), service.name());
+  }
+}
+
 TEST_CASE("file_by_filename answers the file; an unknown one is a NOT_FOUND error response") {
   Reflection r;
   v1::ServerReflectionRequest req;
