@@ -6,7 +6,7 @@ import json
 import pytest
 
 from api_helpers import GET_AGENT, buf_curl, npm_install, require_get_agent
-from h2_raw import exchange
+from h2_raw import envelope, exchange
 
 # Far below the agent's idle timeout (60 s): an answer that waits for the body's end
 # never comes within it.
@@ -55,4 +55,21 @@ def test_buf_curl_without_schema_finishes_promptly(agent, h2):
     if h2:
         args.insert(0, "--http2-prior-knowledge")
     out = buf_curl(args, timeout=20)
-    assert out.returncode is not None
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["agent"]["version"]
+
+
+def test_a_grpc_unary_message_is_answered_while_the_request_side_stays_open(agent):
+    out = exchange(agent.socket_path, GET_AGENT, [("content-type", "application/grpc"), ("te", "trailers")],
+                   body=envelope(b""), end_stream=False, timeout=PROMPT)
+    assert out.status == 200 and out.ended, vars(out)
+    assert out.trailers.get("grpc-status") == "0", vars(out)
+    assert len(out.body) > 5
+
+
+def test_a_grpc_refusal_is_trailers_only_at_once(agent):
+    out = exchange(agent.socket_path, "kibotos.ctrl.v1.AgentService/NoSuchMethod",
+                   [("content-type", "application/grpc"), ("te", "trailers")], end_stream=False, timeout=PROMPT)
+    assert out.ended, vars(out)
+    assert out.headers.get("grpc-status") == "12", vars(out)
+    assert out.body == b""
