@@ -4,11 +4,15 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include "agent/api/connect/connect_handler.h"
+#include "agent/api/grpc/rpc_router.h"
 #include "agent/api/http/get_route.h"
 #include "agent/api/http/http_server.h"
+#include "agent/api/reflection/health_check.h"
+#include "agent/api/reflection/server_reflection.h"
 #include "agent/daemon/effective_config.h"
 #include "agent/daemon/logging.h"
 #include "agent/daemon/options.h"
@@ -55,12 +59,19 @@ int serve(const Config& config) {
     spdlog::error("cannot start: {}", wiring.error().message);
     return 1;
   }
+  // Health answers SERVING between READY=1 and STOPPING=1, as systemd is told.
+  std::atomic<bool> ready{false};
+  api::HealthCheck health(ready, registry.services());
+  health.register_methods(registry);
+  api::ServerReflection reflection(registry.services());
+  reflection.register_methods(registry);
   api::ConnectHandler connect(registry, config.api.max_body_bytes);
+  api::RpcRouter rpc(registry, connect);
   api::ControlPlane* plane = wiring->control_plane.get();
   api::GetRoute handler("/metrics", "text/plain; version=0.0.4; charset=utf-8", [plane]() -> Result<std::string> {
     if (plane == nullptr) return Error{Code::unimplemented, "this build has no control plane"};
     return plane->metrics_text();
-  }, connect);
+  }, rpc);
   api::HttpServer server(config.api, handler);
   if (auto st = server.start(); !st.ok()) {
     spdlog::error("cannot start: {}", st.error().message);
@@ -69,7 +80,9 @@ int serve(const Config& config) {
   spdlog::info("kibotos-agent {} serving on {}{}{}", KIBOTOS_VERSION, config.api.unix_socket,
                config.api.tls.listen.empty() ? "" : " and TLS ", config.api.tls.listen);
   sd_notify(0, "READY=1");
+  ready.store(true);
   while (signals->wait() == DaemonSignal::reload) reload(server);
+  ready.store(false);
   sd_notify(0, "STOPPING=1");
   spdlog::info("stopping");
   server.stop();

@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "agent/api/compression/gzip.h"
 #include "agent/api/connect/connect_error.h"
 #include "agent/api/connect/message_codec.h"
 
@@ -29,10 +30,16 @@ Status check_protocol_headers(const HttpRequest& req) {
   // "Connect-Protocol-Version: 1" is accepted and not required.
   if (const std::string* v = req.header("connect-protocol-version"); v != nullptr && *v != "1")
     return invalid("unsupported connect-protocol-version \"" + *v + "\" (this server speaks 1)");
-  // No compression is offered, so anything but identity is refused as the spec says.
-  if (const std::string* e = req.header("content-encoding"); e != nullptr && *e != "identity")
-    return Error{Code::unimplemented, "content-encoding \"" + *e + "\" is not supported"};
   return {};
+}
+
+// The request body, gunzipped when Content-Encoding says gzip (bounded by the body
+// limit). Another encoding is unimplemented, as the spec says.
+Result<std::string> request_body(const HttpRequest& req, size_t max_body_bytes) {
+  const std::string* e = req.header("content-encoding");
+  if (e == nullptr || *e == "identity") return req.body;
+  if (*e == kGzip) return gzip_decompress(req.body, max_body_bytes);
+  return Error{Code::unimplemented, "content-encoding \"" + *e + "\" is not supported (gzip is)"};
 }
 
 HttpResponse unsupported_media_type() {
@@ -60,6 +67,22 @@ HttpResponse ConnectHandler::handle(const HttpRequest& req) const {
   return r;
 }
 
+bool ConnectHandler::answerable(const HttpRequest& req) const {
+  if (req.method != "POST") return true;
+  const std::string* content_type = req.header("content-type");
+  if (!codec_for_content_type(content_type ? *content_type : "")) return true;
+  std::string_view path = req.path;
+  if (path.starts_with('/')) path.remove_prefix(1);
+  const Method* method = registry_.find(std::string(path));
+  if (method == nullptr || method->streaming) return true;
+  // A unary Connect body has no framing of its own: only its Content-Length says it is whole.
+  const std::string* length = req.header("content-length");
+  uint64_t cl = 0;
+  if (length == nullptr || req.body_too_large) return false;
+  auto [end, ec] = std::from_chars(length->data(), length->data() + length->size(), cl);
+  return ec == std::errc() && end == length->data() + length->size() && req.body.size() >= cl;
+}
+
 HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   const Clock::time_point now = Clock::now();
   if (req.method != "POST") return method_not_allowed();
@@ -77,6 +100,8 @@ HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   const Method* method = registry_.find(std::string(path));
   if (method == nullptr)
     return connect_error_response(Error{Code::unimplemented, "unknown method /" + std::string(path)}, 404);
+  // A stream is not served by the unary protocol (connect-go answers 415 too).
+  if (method->streaming) return unsupported_media_type();
   auto deadline = parse_deadline(req.header("connect-timeout-ms"), now);
   if (!deadline.ok()) return connect_error_response(deadline.error());
 
@@ -89,18 +114,27 @@ HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
 HttpResponse ConnectHandler::call(const Method& method, const HttpRequest& req, Codec codec,
                                   const CallContext& ctx) const {
   try {
+    auto body = request_body(req, max_body_bytes_);
+    if (!body.ok()) return connect_error_response(body.error());
     MessagePtr request(method.request_prototype->New());
-    if (auto st = decode_message(codec, req.body, *request); !st.ok()) return connect_error_response(st.error());
+    if (auto st = decode_message(codec, *body, *request); !st.ok()) return connect_error_response(st.error());
     auto result = method.call(*request, ctx);
     // A handler that finishes after the caller gave up answers what the caller saw.
     if (Clock::now() > ctx.deadline)
       return connect_error_response(Error{Code::deadline_exceeded, "the call exceeded connect-timeout-ms"});
     if (!result.ok()) return connect_error_response(result.error());
-    auto body = encode_message(codec, **result);
-    if (!body.ok()) return connect_error_response(body.error());
+    auto encoded = encode_message(codec, **result);
+    if (!encoded.ok()) return connect_error_response(encoded.error());
     HttpResponse r;
     r.headers.emplace_back("content-type", std::string(content_type_of(codec)));
-    r.body = std::move(*body);
+    r.headers.emplace_back("accept-encoding", std::string(kGzip));
+    if (lists_gzip(req.header("accept-encoding"))) {
+      auto zipped = gzip_compress(*encoded);
+      if (!zipped.ok()) return connect_error_response(zipped.error());
+      r.headers.emplace_back("content-encoding", std::string(kGzip));
+      encoded = std::move(zipped);
+    }
+    r.body = std::move(*encoded);
     return r;
   } catch (const std::exception& e) {
     return connect_error_response(Error{Code::internal, std::string("internal error: ") + e.what()});

@@ -20,6 +20,8 @@ class ConnectHandler final : public HttpHandler {
   HttpResponse handle(const HttpRequest& request) const override;
 
   size_t max_body_bytes() const override { return max_body_bytes_; }
+  // Refusals decided by the headers, and a body that reached its Content-Length.
+  bool answerable(const HttpRequest& so_far) const override;
 
  private:
   HttpResponse dispatch(const HttpRequest& request) const;

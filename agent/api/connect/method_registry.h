@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/common/result.h"
 
@@ -26,6 +27,9 @@ using MessagePtr = std::unique_ptr<google::protobuf::Message>;
 struct Method {
   // An empty request message of the method's request type, for decoding.
   const google::protobuf::Message* request_prototype = nullptr;
+  // A bidirectional stream answering each request message with one response message
+  // (server reflection); served by the length-prefixed protocols only.
+  bool streaming = false;
   std::function<Result<MessagePtr>(const google::protobuf::Message&, const CallContext&)> call;
 };
 
@@ -43,6 +47,24 @@ class MethodRegistry {
       return MessagePtr(new Resp(std::move(r).value()));
     };
     methods_[path] = std::move(m);
+  }
+
+  // A bidirectional stream: `fn` answers each request message; the stream ends with
+  // the request side, or with the first error.
+  template <typename Req, typename Resp>
+  void add_stream(const std::string& path, std::function<Result<Resp>(const Req&, const CallContext&)> fn) {
+    add<Req, Resp>(path, std::move(fn));
+    methods_[path].streaming = true;
+  }
+
+  // The services with a registered method, by full name ("kibotos.ctrl.v1.AgentService").
+  std::vector<std::string> services() const {
+    std::vector<std::string> out;
+    for (const auto& [path, m] : methods_) {
+      std::string service = path.substr(0, path.find('/'));
+      if (out.empty() || out.back() != service) out.push_back(service);
+    }
+    return out;
   }
 
   const Method* find(const std::string& path) const {

@@ -109,6 +109,58 @@ ssize_t Http2Session::read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t 
   return static_cast<ssize_t>(n);
 }
 
+bool Http2Session::feed_call(int32_t stream_id, Stream& s, std::string_view data, bool end) {
+  StreamOutput out;
+  s.call->on_body(data, end, out);
+  s.out += out.data;
+  if (out.finished) {
+    s.out_finished = true;
+    s.out_trailers = std::move(out.trailers);
+  }
+  if (out.head && !s.responded) {
+    s.responded = true;
+    std::vector<std::pair<std::string, std::string>> fields;
+    fields.emplace_back(":status", std::to_string(out.status));
+    for (auto& h : out.headers) fields.push_back(std::move(h));
+    std::vector<nghttp2_nv> nva;
+    for (const auto& [k, v] : fields) nva.push_back(make_nv(k, v));
+    // A response that is only its head (gRPC's Trailers-Only) ends with it.
+    const bool head_only = s.out_finished && s.out.empty() && s.out_trailers.empty();
+    nghttp2_data_provider body;
+    body.source.ptr = &s;
+    body.read_callback = read_call_output;
+    return nghttp2_submit_response(session_.get(), stream_id, nva.data(), nva.size(),
+                                   head_only ? nullptr : &body) == 0;
+  }
+  if (s.responded && (!out.data.empty() || out.finished)) {
+    int rv = nghttp2_session_resume_data(session_.get(), stream_id);
+    return rv == 0 || rv == NGHTTP2_ERR_INVALID_ARGUMENT;  // not deferred: nothing to resume
+  }
+  return true;
+}
+
+ssize_t Http2Session::read_call_output(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t len,
+                                       uint32_t* flags, nghttp2_data_source* source, void*) {
+  auto* s = static_cast<Stream*>(source->ptr);
+  const size_t n = std::min(len, s->out.size() - s->out_sent);
+  std::memcpy(buf, s->out.data() + s->out_sent, n);
+  s->out_sent += n;
+  if (s->out_sent == s->out.size()) {
+    s->out.clear();
+    s->out_sent = 0;
+    if (!s->out_finished) return n == 0 ? static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED) : static_cast<ssize_t>(n);
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!s->out_trailers.empty()) {
+      std::vector<nghttp2_nv> nva;
+      for (const auto& [k, v] : s->out_trailers) nva.push_back(make_nv(k, v));
+      if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) != 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    }
+  }
+  return static_cast<ssize_t>(n);
+}
+
 ssize_t Http2Session::on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* ud) {
   if (!self(ud)->stream_.write_all(data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
   return static_cast<ssize_t>(len);
@@ -152,6 +204,11 @@ int Http2Session::on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, co
                                 void* ud) {
   Http2Session* h = self(ud);
   Stream* s = h->find(stream_id);
+  if (s != nullptr && s->call) {
+    if (s->out_finished) return 0;  // answered: the rest of the request is dropped
+    std::string_view chunk(reinterpret_cast<const char*>(data), len);
+    return h->feed_call(stream_id, *s, chunk, false) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
   if (s == nullptr || s->responded) return 0;
   const size_t max = h->handler_.max_body_bytes();
   s->received += len;
@@ -173,9 +230,22 @@ int Http2Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, vo
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   Stream* s = h->find(frame->hd.stream_id);
   if (s == nullptr) return 0;
-  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+  const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+    s->call = h->handler_.open(s->request);
+  if (s->call) {
+    // Started with the headers (a refusal goes out now), fed by on_data_chunk.
+    if (end) s->request_complete = true;
+    if (s->out_finished || (frame->hd.type == NGHTTP2_DATA && !end)) return 0;
+    return h->feed_call(frame->hd.stream_id, *s, {}, end) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  if (end) {
     s->request_complete = true;
     if (!s->responded) h->ready_.push_back(frame->hd.stream_id);
+  } else if (!s->responded && h->handler_.answerable(s->request)) {
+    // Refusals go out as soon as the headers are in, and a whole message is answered
+    // while the client keeps its side open; on_frame_send then resets the stream.
+    h->ready_.push_back(frame->hd.stream_id);
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // HTTP/2 on one connection with libnghttp2's server session: prior knowledge (h2c) on
-// the Unix socket, ALPN "h2" on TLS. Streams are answered in the order they complete.
+// the Unix socket, ALPN "h2" on TLS. Streams are answered in the order they complete;
+// streaming calls (gRPC, gRPC-Web, Connect streaming) as their messages arrive.
 #include <nghttp2/nghttp2.h>
 
 #include <cstdint>
@@ -35,6 +36,12 @@ class Http2Session {
     size_t sent = 0;
     bool responded = false;
     bool request_complete = false;
+    // A call answered as its body arrives (handler.open()), and what it has to send.
+    std::unique_ptr<StreamingCall> call;
+    std::string out;
+    size_t out_sent = 0;
+    bool out_finished = false;
+    HttpHeaders out_trailers;
   };
 
  private:
@@ -45,6 +52,8 @@ class Http2Session {
   bool receive(const char* data, size_t len);
   bool answer_ready();
   bool respond(int32_t stream_id, Stream& s);
+  // Feeds a streaming call and submits what it produced.
+  bool feed_call(int32_t stream_id, Stream& s, std::string_view data, bool end);
   Stream* find(int32_t stream_id);
 
   static ssize_t on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* ud);
@@ -58,6 +67,8 @@ class Http2Session {
   static int on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* ud);
   static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
                            nghttp2_data_source* source, void*);
+  static ssize_t read_call_output(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t len, uint32_t* flags,
+                                  nghttp2_data_source* source, void*);
 
   ByteStream& stream_;
   const HttpHandler& handler_;

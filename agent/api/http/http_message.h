@@ -2,6 +2,7 @@
 // One HTTP request and its response, independent of the wire version (HTTP/1.1 or
 // HTTP/2). Header names are lower case, as HTTP/2 sends them.
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,28 @@ struct HttpResponse {
   std::string body;
 };
 
+// What a call answered as its body arrives has for the transport to send so far. The
+// transport sends the head once (the first time `head` is set), then `data`, and ends
+// the response when `finished`: with `trailers` (HTTP/2) if any, else after the data.
+struct StreamOutput {
+  bool head = false;
+  int status = 200;
+  HttpHeaders headers;
+  std::string data;
+  bool finished = false;
+  HttpHeaders trailers;
+};
+
+// A request answered while its body is still arriving: the length-prefixed protocols
+// (gRPC, gRPC-Web, Connect streaming), whose messages are whole before the body ends.
+class StreamingCall {
+ public:
+  virtual ~StreamingCall() = default;
+  // Body bytes as they arrive (possibly none: the call starts with the headers), and
+  // `end` once the request side ended. Adds what to send to `out`.
+  virtual void on_body(std::string_view data, bool end, StreamOutput& out) = 0;
+};
+
 // What answers the requests the transports parse.
 class HttpHandler {
  public:
@@ -41,6 +64,21 @@ class HttpHandler {
   virtual HttpResponse handle(const HttpRequest& request) const = 0;
   // The largest body it accepts; the transports stop reading beyond it.
   virtual size_t max_body_bytes() const = 0;
+  // Whether `so_far` (headers in, body possibly still arriving) can be answered now,
+  // before the request side ends: the headers already decide a refusal (unknown path,
+  // content type, method), or the body already holds the whole message. A client that
+  // keeps its side open waiting for an answer must not wait for the idle timeout.
+  virtual bool answerable(const HttpRequest& so_far) const {
+    (void)so_far;
+    return false;
+  }
+  // Called once the headers are in (body empty): a call taking the body as it arrives,
+  // or nullptr to collect the whole body and call handle(). HTTP/2 only; HTTP/1.1
+  // transports use handle(), which must answer these requests too.
+  virtual std::unique_ptr<StreamingCall> open(const HttpRequest& head) const {
+    (void)head;
+    return nullptr;
+  }
 
  protected:
   ~HttpHandler() = default;

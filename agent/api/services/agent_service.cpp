@@ -12,6 +12,9 @@ namespace ctrl = ::kibotos::ctrl::v1;
 // What this build can do, for operators and tools checking compatibility.
 const char* const kFeatures[] = {
     "connect.http1", "connect.http2", "connect.json", "connect.proto",
+    // The other protocols served on the same paths, as connect-go serves them.
+    "connect.stream", "grpc.http2", "grpc.json", "grpc.proto", "grpc_web.http1", "grpc_web.http2",
+    "grpc.reflection.v1", "grpc.reflection.v1alpha", "grpc.health.v1", "compression.gzip",
     "egress.socks5", "egress.socks5.auth", "egress.tls", "egress.udp",
     "workspace.tproxy", "workspace.dns",
 };

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "agent/api/compression/gzip.h"
 #include "agent/api/connect/connect_error.h"
 #include "agent/api/connect/connect_handler.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
@@ -227,11 +228,37 @@ TEST_CASE("Connect-Protocol-Version 1 is accepted and not required; others are i
   CHECK(error_body(r).first == "invalid_argument");
 }
 
-TEST_CASE("a compressed request body is unimplemented (no compression is offered)") {
+TEST_CASE("a gzip request body is decompressed; another encoding is unimplemented") {
   Fixture f;
-  auto r = f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "gzip"}});
-  CHECK(error_body(r).first == "unimplemented");
+  auto zipped = kib::api::gzip_compress(R"({"egressId":"e1"})");
+  REQUIRE(zipped.ok());
+  auto r = f.post(kGetEgress, "application/json", *zipped, {{"content-encoding", "gzip"}});
+  CHECK(r.status == 200);
+  CHECK(r.body.find("e1") != std::string::npos);
   CHECK(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "identity"}}).status == 200);
+  CHECK(error_body(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "br"}})).first == "unimplemented");
+  CHECK(error_body(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "gzip"}})).first ==
+        "invalid_argument");
+}
+
+TEST_CASE("a gzip body that inflates past the body limit is resource_exhausted") {
+  Fixture f;
+  auto bomb = kib::api::gzip_compress(std::string(2 << 20, ' ') + "{}");  // 2 MiB of JSON whitespace
+  REQUIRE(bomb.ok());
+  REQUIRE(bomb->size() < 16384);
+  auto r = f.post(kGetEgress, "application/json", *bomb, {{"content-encoding", "gzip"}});
+  CHECK(error_body(r).first == "resource_exhausted");
+}
+
+TEST_CASE("a response is gzipped when Accept-Encoding lists gzip") {
+  Fixture f;
+  auto r = f.post(kGetEgress, "application/json", R"({"egressId":"e1"})", {{"accept-encoding", "br, gzip;q=0.5"}});
+  REQUIRE(r.status == 200);
+  CHECK(header(r, "content-encoding") == "gzip");
+  auto plain = kib::api::gzip_decompress(r.body, 1 << 20);
+  REQUIRE(plain.ok());
+  CHECK(plain->find("e1") != std::string::npos);
+  CHECK(header(f.post(kGetEgress, "application/json", "{}"), "content-encoding").empty());
 }
 
 TEST_CASE("every Connect code maps to its HTTP status in error responses") {

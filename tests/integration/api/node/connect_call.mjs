@@ -2,14 +2,21 @@
 //   node connect_call.mjs '<options json>'
 // options: {descriptors, method: "kibotos.ctrl.v1.AgentService/GetAgent", request: {...},
 //           binary: bool, http: "1.1"|"2", socket?: path, url?: "https://127.0.0.1:8443",
-//           ca?, cert?, key? (PEM file paths), calls?: n}
+//           ca?, cert?, key? (PEM file paths), calls?: n,
+//           protocol?: "connect"|"grpc"|"grpcweb" (default connect), gzip?: bool (send gzip),
+//           timeoutMs?: n}
 // Prints {"response": <json>} or {"error": {"code": "...", "message": "..."}} and exits 0.
 import { readFileSync } from "node:fs";
 import * as net from "node:net";
 import { createFileRegistry, fromBinary, fromJson, toJson } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import {
+  compressionGzip,
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 
 const opts = JSON.parse(process.argv[2]);
 const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, readFileSync(opts.descriptors)));
@@ -27,11 +34,17 @@ if (opts.socket && opts.http === "2") {
 }
 for (const k of ["ca", "cert", "key"]) if (opts[k]) nodeOptions[k] = readFileSync(opts[k]);
 
-const transport = createConnectTransport({
+const makeTransport = {
+  connect: createConnectTransport,
+  grpc: createGrpcTransport,
+  grpcweb: createGrpcWebTransport,
+}[opts.protocol ?? "connect"];
+const transport = makeTransport({
   baseUrl: opts.url ?? "http://localhost",
   httpVersion: opts.http ?? "1.1",
   useBinaryFormat: !!opts.binary,
   nodeOptions,
+  ...(opts.gzip ? { sendCompression: compressionGzip } : {}),
 });
 const client = createClient(service, transport);
 const snake = (code) => Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
@@ -40,7 +53,8 @@ let out;
 try {
   let response;
   for (let i = 0; i < (opts.calls ?? 1); i++) {
-    response = await client[method.localName](fromJson(method.input, opts.request ?? {}));
+    response = await client[method.localName](fromJson(method.input, opts.request ?? {}),
+      opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {});
   }
   out = { response: toJson(method.output, response) };
 } catch (e) {
