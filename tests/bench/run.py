@@ -49,7 +49,11 @@ MODES = {  # name: (label, kind, data-plane threads)
     "kibotos-1t": ("kibotos SOCKS5, 1 thread", "kibotos", 1),
     "kibotos-2t": ("kibotos SOCKS5, 2 threads", "kibotos", 2),
     "kibotos-tls-1t": ("kibotos SOCKS5+TLS, 1 thread", "kibotos-tls", 1),
+    # --baseline-agent: another build of the agent in the same run, for an A/B.
+    "kibotos-base-1t": ("kibotos SOCKS5, 1 thread, baseline build", "kibotos", 1),
+    "kibotos-base-tls-1t": ("kibotos SOCKS5+TLS, 1 thread, baseline build", "kibotos-tls", 1),
 }
+BASELINE_MODES = ("kibotos-base-1t", "kibotos-base-tls-1t")
 PEER_MODES = ("redsocks-copy", "redsocks-splice")
 
 
@@ -174,6 +178,8 @@ class Bench:
         auto, the same data plane through relay_harness. The first run's choice holds."""
         drivers = [entry["driver"]] if entry.get("driver") else (
             ["agent", "harness"] if self.args.driver == "auto" else [self.args.driver])
+        if name in BASELINE_MODES:
+            drivers = ["agent"]  # the harness is this tree's, not the baseline's
         reasons = []
         for driver in drivers:
             agent, why = self.start_agent(name, kind, threads, run_index, driver)
@@ -191,7 +197,8 @@ class Bench:
         return None, "; ".join(reasons)
 
     def start_agent(self, name, kind, threads, run_index, driver="agent"):
-        binary = self.args.agent if driver == "agent" else self.args.harness
+        binary = self.args.harness if driver == "harness" else (
+            self.args.baseline_agent if name in BASELINE_MODES else self.args.agent)
         if not binary or not os.access(binary, os.X_OK):
             return None, f"binary not found ({binary})"
         cls = kibotos.Agent if driver == "agent" else kibotos.Harness
@@ -393,6 +400,9 @@ class Bench:
         return {**run_meta.machine(["agent", "uring", "netns", "tests/bench"]),
                 "profile": self.args.profile, "agent": self.args.agent,
                 "agent_build": run_meta.agent_build(self.args.agent),
+                **({"baseline_agent": self.args.baseline_agent,
+                    "baseline_agent_build": run_meta.agent_build(self.args.baseline_agent)}
+                   if self.args.baseline_agent else {}),
                 **{k: v for k, v in self.p.items() if k != "variants"},
                 "variants": list(self.p["variants"])}
 
@@ -504,7 +514,9 @@ def parse_args(argv):
     ap.add_argument("--driver", choices=("auto", "agent", "harness"), default="auto",
                     help="what runs kibotos' data plane: the daemon, relay_harness, or the daemon "
                          "and, if it does not relay, relay_harness (default)")
-    ap.add_argument("--modes", default=",".join(MODES),
+    ap.add_argument("--baseline-agent", help="a second kibotos-agent binary (e.g. main's) measured in the same "
+                    "run as the modes kibotos-base-1t and kibotos-base-tls-1t: an A/B beside the peers")
+    ap.add_argument("--modes", default=",".join(m for m in MODES if m not in BASELINE_MODES),
                     help="comma-separated subset of: " + ", ".join(MODES))
     ap.add_argument("--families", default="tput,conns,lat,mem,dns",
                     help="comma-separated subset of: tput, conns, lat, mem, dns")
@@ -518,6 +530,10 @@ def parse_args(argv):
     bad = [m for m in args.modes if m not in MODES]
     if bad:
         ap.error(f"unknown modes: {bad}")
+    if args.baseline_agent and not any(m in args.modes for m in BASELINE_MODES):
+        args.modes.append("kibotos-base-1t")
+    if any(m in args.modes for m in BASELINE_MODES) and not args.baseline_agent:
+        ap.error("the baseline modes need --baseline-agent")
     if "routed" not in args.modes:
         args.modes.insert(0, "routed")  # every ratio needs it
     return args

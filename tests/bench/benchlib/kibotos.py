@@ -46,8 +46,10 @@ class Agent:
     def start(self, timeout=15.0):
         # workspace_loops = threads: the bench's one Workspace is accepted on every
         # loop, so the "2 threads" figures stay comparable with earlier runs (threads 0,
-        # one loop per core: the default, one loop per Workspace).
-        loops = f"  workspace_loops: {self.threads}\n" if self.threads else ""
+        # one loop per core: the default, one loop per Workspace). Not written for one
+        # thread, where it is the default, so that builds older than the key (a
+        # --baseline-agent) read the same config.
+        loops = f"  workspace_loops: {self.threads}\n" if self.threads and self.threads > 1 else ""
         with open(self.config, "w") as f:
             f.write(f"""api:
   unix_socket: {self.socket}
