@@ -7,6 +7,7 @@
 #include "agent/api/compression/gzip.h"
 #include "agent/api/connect/connect_error.h"
 #include "agent/api/connect/message_codec.h"
+#include "agent/api/connect/method_call.h"
 
 namespace kib::api {
 namespace {
@@ -14,17 +15,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Error invalid(std::string message) { return Error{Code::invalid_argument, std::move(message)}; }
-
-// "Timeout-Milliseconds → {positive integer as ASCII string of at most 10 digits}"
-Result<Clock::time_point> parse_deadline(const std::string* header, Clock::time_point now) {
-  if (header == nullptr) return Clock::time_point::max();
-  const std::string& v = *header;
-  uint64_t ms = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
-  if (v.empty() || v.size() > 10 || ec != std::errc() || end != v.data() + v.size() || ms == 0)
-    return invalid("connect-timeout-ms must be a positive integer of at most 10 digits");
-  return now + std::chrono::milliseconds(ms);
-}
 
 Status check_protocol_headers(const HttpRequest& req) {
   // "Connect-Protocol-Version: 1" is accepted and not required.
@@ -56,6 +46,17 @@ HttpResponse method_not_allowed() {
 }
 
 }  // namespace
+
+Result<std::chrono::steady_clock::time_point> connect_deadline(const std::string* header,
+                                                               std::chrono::steady_clock::time_point now) {
+  if (header == nullptr) return Clock::time_point::max();
+  const std::string& v = *header;
+  uint64_t ms = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+  if (v.empty() || v.size() > 10 || ec != std::errc() || end != v.data() + v.size() || ms == 0)
+    return invalid("connect-timeout-ms must be a positive integer of at most 10 digits");
+  return now + std::chrono::milliseconds(ms);
+}
 
 HttpResponse ConnectHandler::handle(const HttpRequest& req) const {
   HttpResponse r = dispatch(req);
@@ -102,7 +103,7 @@ HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
     return connect_error_response(Error{Code::unimplemented, "unknown method /" + std::string(path)}, 404);
   // A stream is not served by the unary protocol (connect-go answers 415 too).
   if (method->streaming) return unsupported_media_type();
-  auto deadline = parse_deadline(req.header("connect-timeout-ms"), now);
+  auto deadline = connect_deadline(req.header("connect-timeout-ms"), now);
   if (!deadline.ok()) return connect_error_response(deadline.error());
 
   CallContext ctx;
@@ -116,12 +117,7 @@ HttpResponse ConnectHandler::call(const Method& method, const HttpRequest& req, 
   try {
     auto body = request_body(req, max_body_bytes_);
     if (!body.ok()) return connect_error_response(body.error());
-    MessagePtr request(method.request_prototype->New());
-    if (auto st = decode_message(codec, *body, *request); !st.ok()) return connect_error_response(st.error());
-    auto result = method.call(*request, ctx);
-    // A handler that finishes after the caller gave up answers what the caller saw.
-    if (Clock::now() > ctx.deadline)
-      return connect_error_response(Error{Code::deadline_exceeded, "the call exceeded connect-timeout-ms"});
+    auto result = call_method(method, codec, *body, ctx, "connect-timeout-ms");
     if (!result.ok()) return connect_error_response(result.error());
     auto encoded = encode_message(codec, **result);
     if (!encoded.ok()) return connect_error_response(encoded.error());

@@ -2,13 +2,20 @@
 // The Connect unary protocol over one HTTP request: checks the method, headers and
 // body, decodes the request with its codec, calls the registered handler and encodes
 // its answer (connectrpc.com/docs/protocol, "Unary-Request" / "Unary-Response").
+#include <chrono>
 #include <cstddef>
+#include <string>
 
 #include "agent/api/connect/message_codec.h"
 #include "agent/api/connect/method_registry.h"
 #include "agent/api/http/http_message.h"
 
 namespace kib::api {
+
+// connect-timeout-ms ("Timeout-Milliseconds → {positive integer as ASCII string of at
+// most 10 digits}", unary and streaming alike) as a deadline; none when absent.
+Result<std::chrono::steady_clock::time_point> connect_deadline(const std::string* header,
+                                                               std::chrono::steady_clock::time_point now);
 
 class ConnectHandler final : public HttpHandler {
  public:

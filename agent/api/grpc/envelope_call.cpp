@@ -4,12 +4,11 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "agent/api/compression/gzip.h"
+#include "agent/api/connect/method_call.h"
 #include "agent/api/grpc/grpc_status.h"
 
 namespace kib::api {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Connect's end-of-stream message: {} on success, {"error":{"code","message"}}.
 std::string connect_end_stream(const Status& status) {
@@ -53,20 +52,10 @@ void EnvelopeCall::handle_message(Envelope envelope, StreamOutput& out) {
     if (!plain.ok()) return finish(plain.error(), out);
     payload = std::move(*plain);
   }
-  const Method& method = *setup_.method;
-  try {
-    MessagePtr request(method.request_prototype->New());
-    if (auto st = decode_message(setup_.type.codec, payload, *request); !st.ok()) return finish(st, out);
-    auto result = method.call(*request, setup_.context);
-    // A handler that finishes after the caller gave up answers what the caller saw.
-    if (Clock::now() > setup_.context.deadline)
-      return finish(Error{Code::deadline_exceeded, "the call exceeded its timeout"}, out);
-    if (!result.ok()) return finish(std::move(result).error(), out);
-    send_message(**result, out);
-  } catch (const std::exception& e) {
-    return finish(Error{Code::internal, std::string("internal error: ") + e.what()}, out);
-  }
-  if (!finished_ && !method.streaming) finish(Status{}, out);
+  auto result = call_method(*setup_.method, setup_.type.codec, payload, setup_.context, "its timeout");
+  if (!result.ok()) return finish(std::move(result).error(), out);
+  send_message(**result, out);
+  if (!finished_ && !setup_.method->streaming) finish(Status{}, out);
 }
 
 void EnvelopeCall::send_message(const google::protobuf::Message& message, StreamOutput& out) {

@@ -1,8 +1,7 @@
 #include "agent/api/grpc/rpc_router.h"
 
-#include <charconv>
-
 #include "agent/api/compression/gzip.h"
+#include "agent/api/connect/connect_handler.h"
 #include "agent/api/grpc/grpc_status.h"
 
 namespace kib::api {
@@ -19,15 +18,7 @@ std::optional<RpcContentType> envelope_type(const HttpRequest& req) {
 
 // grpc-timeout (gRPC, gRPC-Web) or connect-timeout-ms (Connect streaming).
 Result<Clock::time_point> deadline_of(const HttpRequest& req, RpcProtocol protocol, Clock::time_point now) {
-  if (protocol == RpcProtocol::connect_stream) {
-    const std::string* v = req.header("connect-timeout-ms");
-    if (v == nullptr) return Clock::time_point::max();
-    uint64_t ms = 0;
-    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), ms);
-    if (v->empty() || v->size() > 10 || ec != std::errc() || end != v->data() + v->size() || ms == 0)
-      return Error{Code::invalid_argument, "connect-timeout-ms must be a positive integer of at most 10 digits"};
-    return now + std::chrono::milliseconds(ms);
-  }
+  if (protocol == RpcProtocol::connect_stream) return connect_deadline(req.header("connect-timeout-ms"), now);
   const std::string* v = req.header("grpc-timeout");
   if (v == nullptr) return Clock::time_point::max();
   auto timeout = parse_grpc_timeout(*v);

@@ -16,6 +16,16 @@ nghttp2_nv make_nv(const std::string& name, const std::string& value) {
                     NGHTTP2_NV_FLAG_NONE};
 }
 
+// A response's head (:status, then the headers), and its body when `body` is given.
+bool submit_response(nghttp2_session* session, int32_t stream_id, int status, const HttpHeaders& headers,
+                     nghttp2_data_provider* body) {
+  const std::string code = std::to_string(status);
+  const std::string status_name = ":status";
+  std::vector<nghttp2_nv> nva{make_nv(status_name, code)};
+  for (const auto& [k, v] : headers) nva.push_back(make_nv(k, v));
+  return nghttp2_submit_response(session, stream_id, nva.data(), nva.size(), body) == 0;
+}
+
 }  // namespace
 
 Http2Session::Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer)
@@ -85,18 +95,12 @@ bool Http2Session::answer_ready() {
 bool Http2Session::respond(int32_t stream_id, Stream& s) {
   s.responded = true;
   s.request.body.clear();
-  const HttpResponse& r = s.response;
-  std::vector<std::pair<std::string, std::string>> fields;
-  fields.emplace_back(":status", std::to_string(r.status));
-  for (const auto& h : r.headers) fields.push_back(h);
-  fields.emplace_back("content-length", std::to_string(r.body.size()));
-  std::vector<nghttp2_nv> nva;
-  for (const auto& [k, v] : fields) nva.push_back(make_nv(k, v));
+  HttpResponse& r = s.response;
+  r.headers.emplace_back("content-length", std::to_string(r.body.size()));
   nghttp2_data_provider body;
   body.source.ptr = &s;
   body.read_callback = read_body;
-  return nghttp2_submit_response(session_.get(), stream_id, nva.data(), nva.size(),
-                                 r.body.empty() ? nullptr : &body) == 0;
+  return submit_response(session_.get(), stream_id, r.status, r.headers, r.body.empty() ? nullptr : &body);
 }
 
 ssize_t Http2Session::read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
@@ -119,18 +123,12 @@ bool Http2Session::feed_call(int32_t stream_id, Stream& s, std::string_view data
   }
   if (out.head && !s.responded) {
     s.responded = true;
-    std::vector<std::pair<std::string, std::string>> fields;
-    fields.emplace_back(":status", std::to_string(out.status));
-    for (auto& h : out.headers) fields.push_back(std::move(h));
-    std::vector<nghttp2_nv> nva;
-    for (const auto& [k, v] : fields) nva.push_back(make_nv(k, v));
     // A response that is only its head (gRPC's Trailers-Only) ends with it.
     const bool head_only = s.out_finished && s.out.empty() && s.out_trailers.empty();
     nghttp2_data_provider body;
     body.source.ptr = &s;
     body.read_callback = read_call_output;
-    return nghttp2_submit_response(session_.get(), stream_id, nva.data(), nva.size(),
-                                   head_only ? nullptr : &body) == 0;
+    return submit_response(session_.get(), stream_id, out.status, out.headers, head_only ? nullptr : &body);
   }
   if (s.responded && (!out.data.empty() || out.finished)) {
     int rv = nghttp2_session_resume_data(session_.get(), stream_id);

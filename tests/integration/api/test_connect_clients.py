@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from api_helpers import (GET_AGENT, Pki, buf_curl, check_get_agent_json, connect_node, descriptor_set, free_port,
-                         npm_install, require_get_agent)
+from api_helpers import (GET_AGENT, buf_curl, check_get_agent_json, connect_node, descriptor_set, npm_install,
+                         require_get_agent)
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +60,6 @@ def test_buf_curl_sees_connect_errors(agent, clients):
     if out.returncode == 0:
         pytest.skip("EgressService answers GetEgress in this build")
     assert "not_found" in out.stderr or "unimplemented" in out.stderr
-
-
-@pytest.fixture
-def mtls(agent_factory, tmp_state):
-    pki = Pki(tmp_state + "/pki", "operator")
-    cert, key = pki.issue("agent-server", server=True)
-    port = free_port()
-    a = agent_factory(config={"api": {"tls": {"listen": "127.0.0.1:%d" % port, "cert": cert, "key": key,
-                                              "client_ca": pki.ca_cert}}})
-    return a, pki, port, pki.issue("operator")
 
 
 @pytest.mark.parametrize("http", ["1.1", "2"])

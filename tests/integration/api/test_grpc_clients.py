@@ -9,7 +9,6 @@ import sys
 import grpc
 import pytest
 
-from api_helpers import Pki, free_port
 from h2_raw import envelope, exchange
 from kibotos_agent import SOURCE_ROOT
 
@@ -182,24 +181,13 @@ def test_health_check(api, pb):
     assert code_of(lambda: check("no.such.Service")) == grpc.StatusCode.NOT_FOUND
 
 
-@pytest.fixture
-def mtls(agent_factory, tmp_state):
-    pki = Pki(tmp_state + "/pki", "operator")
-    cert, key = pki.issue("agent-server", server=True)
-    port = free_port()
-    agent_factory(config={"api": {"tls": {"listen": "127.0.0.1:%d" % port, "cert": cert, "key": key,
-                                          "client_ca": pki.ca_cert}}})
-    return pki, port
-
-
 def read(path):
     with open(path, "rb") as f:
         return f.read()
 
 
 def test_grpc_over_mtls(mtls, pb):
-    pki, port = mtls
-    cert, key = pki.issue("operator")
+    _, pki, port, (cert, key) = mtls
     creds = grpc.ssl_channel_credentials(root_certificates=read(pki.ca_cert), private_key=read(key),
                                          certificate_chain=read(cert))
     with grpc.secure_channel("127.0.0.1:%d" % port, creds) as channel:
@@ -207,7 +195,7 @@ def test_grpc_over_mtls(mtls, pb):
 
 
 def test_grpc_over_tls_without_a_client_certificate_gets_nothing(mtls, pb):
-    pki, port = mtls
+    _, pki, port, _ = mtls
     creds = grpc.ssl_channel_credentials(root_certificates=read(pki.ca_cert))
     with grpc.secure_channel("127.0.0.1:%d" % port, creds) as channel:
         assert code_of(lambda: Api(channel, pb).get_agent(timeout=10)) == grpc.StatusCode.UNAVAILABLE

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from api_helpers import GET_AGENT, Pki, buf_curl, check_get_agent_json, connect_node, descriptor_set, free_port, \
-    npm_install
+from api_helpers import GET_AGENT, buf_curl, check_get_agent_json, connect_node, descriptor_set, npm_install
 
 PROTOCOLS = ["connect", "grpc", "grpcweb"]
 GET_EGRESS = "kibotos.ctrl.v1.EgressService/GetEgress"
@@ -50,16 +49,6 @@ def test_buf_curl_lists_services_by_reflection(agent, clients, protocol):
     assert out.returncode == 0, out.stderr
     assert GET_AGENT in out.stdout
     assert "grpc.health.v1.Health/Check" in out.stdout
-
-
-@pytest.fixture
-def mtls(agent_factory, tmp_state):
-    pki = Pki(tmp_state + "/pki", "operator")
-    cert, key = pki.issue("agent-server", server=True)
-    port = free_port()
-    a = agent_factory(config={"api": {"tls": {"listen": "127.0.0.1:%d" % port, "cert": cert, "key": key,
-                                              "client_ca": pki.ca_cert}}})
-    return a, pki, port, pki.issue("operator")
 
 
 @pytest.mark.parametrize("schema", [True, False], ids=["schema", "reflection"])
