@@ -3,6 +3,8 @@
 
     sudo tests/bench/run.py --full     # ~37 min here; writes docs/bench/
     sudo tests/bench/run.py --smoke    # seconds; writes to a temp dir (or --out)
+    sudo tests/bench/run.py --baseline-agent OTHER/kibotos-agent --families conns,lat,tput --runs 3
+                                       # an A/B: another build beside this one and the peers
     sudo tests/bench/run.py --scale [--workspaces N --connections K]   # tests/bench/scale.py
 
 Measures, side by side: the routed path (no proxy), redsocks (REDIRECT; copy and splice
