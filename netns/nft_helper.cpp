@@ -82,19 +82,19 @@ NftHelper& NftHelper::instance() {
   return helper;
 }
 
-NftHelper::~NftHelper() {
-  if (pid_ > 0) {
-    sock_.reset();  // the helper ends at EOF
-    ::waitpid(pid_, nullptr, 0);
+NftHelper::Process::~Process() {
+  if (pid > 0) {
+    sock.reset();  // the helper ends at EOF
+    ::waitpid(pid, nullptr, 0);
   }
 }
 
 pid_t NftHelper::pid() {
-  std::lock_guard lk(mu_);
-  return pid_;
+  std::lock_guard lk(processes_[0].mu);
+  return processes_[0].pid;
 }
 
-Status NftHelper::start() {
+Status NftHelper::Process::start() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return errno_error("start the nftables helper: socketpair", errno, Code::resource_exhausted);
@@ -122,45 +122,55 @@ Status NftHelper::start() {
   char arg1[sizeof "--kibotos-nft-helper"];
   std::memcpy(arg1, kHelperArg, sizeof arg1);
   char* argv[] = {arg0, arg1, nullptr};
-  pid_t pid = -1;
-  int err = ::posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv, environ);
+  pid_t child = -1;
+  int err = ::posix_spawn(&child, "/proc/self/exe", &fa, &attr, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (err != 0) return errno_error("start the nftables helper", err, Code::resource_exhausted);
   set_timeouts(ours.get());
-  sock_ = std::move(ours);
-  pid_ = pid;
+  sock = std::move(ours);
+  pid = child;
   return {};
 }
 
-Error NftHelper::stop(Error why) {
-  sock_.reset();
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
+Error NftHelper::Process::stop(Error why) {
+  sock.reset();
+  if (pid > 0) {
+    ::kill(pid, SIGKILL);
     int status = 0;
-    if (::waitpid(pid_, &status, 0) == pid_) why.message += " (nftables helper ended: " + exit_words(status) + ")";
+    if (::waitpid(pid, &status, 0) == pid) why.message += " (nftables helper ended: " + exit_words(status) + ")";
   }
-  pid_ = -1;
+  pid = -1;
   return why;
 }
 
-Result<NftReply> NftHelper::exchange(int ns_fd, const NftRequest& req) {
-  if (Status st = send_nft_request(sock_.get(), ns_fd, req); !st.ok()) return stop(std::move(st).error());
-  auto reply = recv_nft_reply(sock_.get());
+Result<NftReply> NftHelper::Process::exchange(int ns_fd, const NftRequest& req) {
+  if (Status st = send_nft_request(sock.get(), ns_fd, req); !st.ok()) return stop(std::move(st).error());
+  auto reply = recv_nft_reply(sock.get());
   if (!reply.ok()) return stop(std::move(reply).error());
   return reply;
 }
 
-Result<NftReply> NftHelper::call(int ns_fd, const NftRequest& req) {
-  std::lock_guard lk(mu_);
+Result<NftReply> NftHelper::Process::call(int ns_fd, const NftRequest& req) {
   // A helper that ended since the last call (or died on this request) is replaced
   // once: nft applies a buffer as one transaction, so sending it again is safe.
   for (int attempt = 0;; ++attempt) {
-    const bool fresh = !sock_;
+    const bool fresh = !sock;
     if (fresh) KIB_TRY(start());
     auto reply = exchange(ns_fd, req);
     if (reply.ok() || fresh || attempt > 0) return reply;
   }
+}
+
+Result<NftReply> NftHelper::call(int ns_fd, const NftRequest& req) {
+  // The first idle helper, in order: the later ones start only under concurrency.
+  for (auto& p : processes_) {
+    std::unique_lock lk(p.mu, std::try_to_lock);
+    if (lk.owns_lock()) return p.call(ns_fd, req);
+  }
+  auto& p = processes_[0];
+  std::lock_guard lk(p.mu);
+  return p.call(ns_fd, req);
 }
 
 }  // namespace kib::netns

@@ -11,8 +11,13 @@
 // disk), entered from a constructor before main() (nft_helper.cpp), so every
 // program linking netns/ can serve as its own helper. It moves into the namespace
 // of each request (its fd travels with it) and back to its own afterwards.
+//
+// Up to kProcesses helpers serve requests at once: writes in different namespaces do
+// not wait for one another in the kernel, and a policy update of 2,000 Workspaces is
+// mostly such writes. A second helper starts only when a request finds the first busy.
 #include <sys/types.h>
 
+#include <array>
 #include <mutex>
 
 #include "agent/common/result.h"
@@ -23,9 +28,9 @@ namespace kib::netns {
 
 class NftHelper {
  public:
-  // The process-wide helper (started at the first call).
+  static constexpr size_t kProcesses = 2;
+  // The process-wide helpers (each started at its first call).
   static NftHelper& instance();
-  ~NftHelper();
 
   // Sends one request and waits for its reply (at most kReplyTimeout). Errors:
   // resource_exhausted when no helper could be started (out of fds or processes:
@@ -34,19 +39,26 @@ class NftHelper {
   // the next call); otherwise nft's own error.
   Result<NftReply> call(int ns_fd, const NftRequest& req);
 
-  // The running helper's pid, or -1 (tests).
+  // The first helper's pid, or -1 (tests).
   pid_t pid();
 
  private:
-  NftHelper() = default;
-  Status start();
-  Result<NftReply> exchange(int ns_fd, const NftRequest& req);
-  // Kills and reaps the helper; `why` gains its exit status.
-  Error stop(Error why);
+  // One helper process; it serves one request at a time.
+  struct Process {
+    ~Process();
+    Result<NftReply> call(int ns_fd, const NftRequest& req);  // under mu
+    Status start();
+    Result<NftReply> exchange(int ns_fd, const NftRequest& req);
+    // Kills and reaps the helper; `why` gains its exit status.
+    Error stop(Error why);
 
-  std::mutex mu_;  // one request at a time: the helper serves them in turn
-  UniqueFd sock_;
-  pid_t pid_ = -1;
+    std::mutex mu;
+    UniqueFd sock;
+    pid_t pid = -1;
+  };
+  NftHelper() = default;
+
+  std::array<Process, kProcesses> processes_;
 };
 
 }  // namespace kib::netns

@@ -121,6 +121,7 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   if (!rp.ok()) return std::move(rp).error();
   auto ns = netns::NamespaceHandle::open(netns);
   if (!ns.ok()) return std::move(ns).error();
+  std::lock_guard one_at_a_time(attach_mu_);
   if (Status st = attachable(static_cast<uint64_t>(ns->dev()), static_cast<uint64_t>(ns->ino())); !st.ok())
     return Error{st.error().code, "netns " + netns + " " + st.error().message};
   if (auto holder = holder_of(*ns, workspace_id); !holder.empty())
@@ -153,7 +154,8 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
       spdlog::warn("workspace {}: watching its namespace for changes: {} (checked every 2 s instead)", workspace_id,
                    w.error().message);
   }
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
+  settled(lk, workspace_id);
   forget(workspace_id);
   const uint64_t key = next_key_++;
   // The table as the agent's own write left it: the check its own notification asks
@@ -258,6 +260,16 @@ void NetnsAttacher::end_prepared() {
   prepared_.clear();  // closes their listeners; the tables stay, and drop
 }
 
+const NetnsAttacher::Entry* NetnsAttacher::settled(std::unique_lock<std::mutex>& lk,
+                                                   const std::string& workspace_id) const {
+  for (;;) {
+    auto it = entries_.find(workspace_id);
+    if (it == entries_.end()) return nullptr;
+    if (!it->second.busy) return &it->second;
+    settled_.wait(lk);
+  }
+}
+
 void NetnsAttacher::forget(const std::string& workspace_id) {
   auto it = entries_.find(workspace_id);
   if (it == entries_.end()) return;
@@ -286,8 +298,8 @@ void NetnsAttacher::note_changes() {
 // Two Workspaces in one namespace would install, and remove, the same table: the
 // second one's delete would leave the first one's guest without rules. The store
 // refuses such a create by the identity it keeps; this also covers paths that came
-// to name another Workspace's namespace while the agent was down. The runtime calls
-// attach in store order, one at a time, so the check and the insert do not race.
+// to name another Workspace's namespace while the agent was down. Attaches run one at
+// a time (attach_mu_), so the check and the insert do not race.
 std::string NetnsAttacher::holder_of(const netns::NamespaceHandle& ns, const std::string& except) const {
   std::lock_guard lk(mu_);
   for (const auto& [id, e] : entries_) {
@@ -301,30 +313,38 @@ Result<WorkspaceListeners> NetnsAttacher::update(const std::string& workspace_id
                                                  const ::kibotos::ctrl::v1::NetworkPolicy& policy) {
   auto rp = netns::ruleset_policy_from_proto(policy);
   if (!rp.ok()) return std::move(rp).error();
-  std::lock_guard lk(mu_);
-  auto it = entries_.find(workspace_id);
-  if (it == entries_.end()) return Error{Code::failed_precondition, "workspace is not attached"};
-  KIB_TRY(it->second.attachment.update(rp.value()));
-  it->second.checked_generation = it->second.attachment.written_generation();  // as in attach()
-  note(workspace_id, it->second);
+  std::unique_lock lk(mu_);
+  Entry* e = settled(lk, workspace_id);
+  if (!e) return Error{Code::failed_precondition, "workspace is not attached"};
+  // The writes run outside mu_ (a map node stays put; a busy one is not erased).
+  e->busy = true;
+  lk.unlock();
+  Status st = e->attachment.update(rp.value());
   // The policy is in force either way; a sweep that failed is logged.
-  if (Status st = it->second.attachment.end_uncovered_time_wait(); !st.ok())
-    spdlog::warn("workspace {}: {}", workspace_id, st.error().message);
-  return taken_listeners(it->second.attachment);
+  if (Status swept = st.ok() ? e->attachment.end_uncovered_time_wait() : Status{}; !swept.ok())
+    spdlog::warn("workspace {}: {}", workspace_id, swept.error().message);
+  lk.lock();
+  e->busy = false;
+  settled_.notify_all();
+  if (!st.ok()) return std::move(st).error();
+  e->checked_generation = e->attachment.written_generation();  // as in attach()
+  note(workspace_id, *e);
+  return taken_listeners(e->attachment);
 }
 
 void NetnsAttacher::detach(const std::string& workspace_id) {
-  std::lock_guard lk(mu_);
-  auto it = entries_.find(workspace_id);
-  if (it == entries_.end()) return;
+  std::unique_lock lk(mu_);
+  Entry* e = settled(lk, workspace_id);
+  if (!e) return;
   // The workspace is gone either way; what could not be removed is logged.
-  if (Status st = it->second.attachment.detach(); !st.ok())
+  if (Status st = e->attachment.detach(); !st.ok())
     spdlog::warn("workspace {}: detaching its namespace: {}", workspace_id, st.error().message);
   forget(workspace_id);
 }
 
 void NetnsAttacher::release(const std::string& workspace_id) {
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
+  settled(lk, workspace_id);
   forget(workspace_id);  // closes our fds only: the table stays in the kernel
 }
 
@@ -348,18 +368,18 @@ Status NetnsAttacher::remove_leftovers(const std::string& netns, uint64_t dev, u
 }
 
 std::string NetnsAttacher::health(const std::string& workspace_id) const {
-  std::lock_guard lk(mu_);
-  auto it = entries_.find(workspace_id);
-  if (it == entries_.end()) return "workspace is not attached";
-  if (!it->second.attachment.namespace_alive()) return "network namespace is gone";
-  return it->second.attachment.family_error();
+  std::unique_lock lk(mu_);
+  const Entry* e = settled(lk, workspace_id);
+  if (!e) return "workspace is not attached";
+  if (!e->attachment.namespace_alive()) return "network namespace is gone";
+  return e->attachment.family_error();
 }
 
 std::vector<std::string> NetnsAttacher::enforced_families(const std::string& workspace_id) const {
-  std::lock_guard lk(mu_);
-  auto it = entries_.find(workspace_id);
-  if (it == entries_.end() || !it->second.attachment.namespace_alive()) return {};
-  return netns::family_names(it->second.attachment.enforced_families());
+  std::unique_lock lk(mu_);
+  const Entry* e = settled(lk, workspace_id);
+  if (!e || !e->attachment.namespace_alive()) return {};
+  return netns::family_names(e->attachment.enforced_families());
 }
 
 // The due Workspaces are picked under mu_ (a walk over the entries, no syscall but one
@@ -392,22 +412,22 @@ std::optional<std::vector<std::pair<std::string, WorkspaceAttacher::Repair>>> Ne
   return out;
 }
 
-// Under mu_, like update(): a policy swap and a repair never interleave, and the
-// table put back is the policy in force. Only a namespace that reported a change
-// (netns/change_watch.h), has no watch, failed its last check, or is due for the
-// backstop sweep is looked at; the rest cost a map lookup. One whose nftables alone
+// Once update() is done with it (settled()): a policy swap and a repair never
+// interleave, and the table put back is the policy in force. Only a namespace that
+// reported a change (netns/change_watch.h), has no watch, failed its last check, or
+// is due for the backstop sweep is looked at; the rest cost a map lookup. One whose nftables alone
 // reported, still at the generation last found in place (the agent's own write:
 // each is followed by such a report), costs a generation read and nothing more. A
 // checked namespace's table is listed (~1.7 ms, compared with what the agent's last
 // write left) only when its nftables generation moved since it was last found in
 // place; the policy routing every time.
 WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id) {
-  std::lock_guard lk(mu_);
-  auto it = entries_.find(workspace_id);
-  if (it == entries_.end()) return {};
+  std::unique_lock lk(mu_);
+  Entry* found = settled(lk, workspace_id);
+  if (!found) return {};
   // repairs_needed() read the sockets and chose this Workspace as due: checked now.
   const auto now = std::chrono::steady_clock::now();
-  Entry& e = it->second;
+  Entry& e = *found;
   // Only nftables reported (typically the agent's own write), nothing else is due:
   // when the generation is the one last found in place, nothing changed at all.
   const bool nft_only = e.nft_reported && !e.changed && now < e.next_sweep;

@@ -2,12 +2,14 @@
 // WorkspaceAttacher over netns::Attachment: the nftables TPROXY table, policy
 // routing and transparent listeners of each Workspace namespace.
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agent/dataplane/workspace_attacher.h"
@@ -46,6 +48,12 @@ class NetnsAttacher final : public WorkspaceAttacher {
   std::string holder_of(const netns::NamespaceHandle& ns, const std::string& except) const;
 
   void forget(const std::string& workspace_id);  // under mu_
+  // The Workspace's entry once no update() is writing its namespace (nullptr if
+  // there is none). Waits on lk, which holds mu_.
+  const Entry* settled(std::unique_lock<std::mutex>& lk, const std::string& workspace_id) const;
+  Entry* settled(std::unique_lock<std::mutex>& lk, const std::string& workspace_id) {
+    return const_cast<Entry*>(std::as_const(*this).settled(lk, workspace_id));
+  }
   // A namespace prepare() adopted, waiting for its Workspace's attach().
   struct Prepared {
     netns::Attachment attachment;
@@ -82,11 +90,17 @@ class NetnsAttacher final : public WorkspaceAttacher {
     // the report named, or a generation read, tells whether a check is needed at all.
     bool nft_reported = false;
     std::optional<uint32_t> reported_generation;
+    // update() is writing its namespace outside mu_: nobody else uses the attachment
+    // (or erases the entry) until it is done. Writes in different namespaces so run
+    // at once (the nftables helpers serve two at a time).
+    bool busy = false;
   };
   const std::string guest_congestion_control_;
   // The agent's own network namespace (st_dev, st_ino), never attached.
   std::optional<std::pair<uint64_t, uint64_t>> own_namespace_;
+  std::mutex attach_mu_;  // held through attach(): see holder_of()
   mutable std::mutex mu_;
+  mutable std::condition_variable settled_;  // an entry stopped being busy
   std::map<std::string, Entry> entries_;
   // nullopt when the epoll set could not be created: every namespace is then polled.
   std::optional<netns::ChangeWatchSet> watches_;

@@ -63,7 +63,7 @@ Result<std::string> CommandRunner::replay(std::string_view method, const std::st
 Result<std::string> CommandRunner::run_serialized(
     std::string_view method, const google::protobuf::Message& request, const std::string& command_id,
     const std::function<Status()>& precheck, const std::function<Result<std::string>(store::Transaction&)>& apply,
-    const std::function<void()>& committed) {
+    const std::function<void()>& committed, const std::function<std::string()>& apply_key) {
   KIB_TRY(validate_command_id(command_id));
   InFlight guard(mu_, in_flight_, command_id);
   if (!guard.inserted())
@@ -109,8 +109,14 @@ Result<std::string> CommandRunner::run_serialized(
     return txn.record_command(rec);
   });
   if (!stored.ok()) return std::move(stored).error();
-  if (outcome->ok() && committed) committed();
-  order.unlock();
+  if (outcome->ok() && committed) {
+    auto ticket = apply_order_.take(apply_key ? apply_key() : std::string());
+    order.unlock();
+    ticket.wait();
+    committed();
+  } else {
+    order.unlock();
+  }
   // The next write commits and applies while this one waits for the disk, and
   // shares its fdatasync when it gets there first (group_sync.h).
   KIB_TRY(store_.durable(*stored));

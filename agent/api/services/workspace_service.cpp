@@ -266,9 +266,14 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
     return resp;
   };
   auto r = env_.commands.run<Resp>(kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck,
-                                   apply, [&] {
+                                   apply,
+                                   [&] {
                                      if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
-                                   });
+                                   },
+                                   // Its namespace is this Workspace's alone while it
+                                   // exists (creates and deletes, which can hand a
+                                   // namespace from one to another, stay barriers).
+                                   [&] { return req.workspace_id(); });
   if (!r.ok()) return r;
   *r->mutable_workspace() = with_status(r->workspace());
   return r;

@@ -179,3 +179,51 @@ TEST_CASE("Concurrency: two UpdateNetworkPolicy on two connections reach the run
   // The runtime reports what it applied last: revision 3, the stored one.
   CHECK(h.runtime.workspace_status(id).applied_revision() == 3);
 }
+
+TEST_CASE("Concurrency: an Egress write stored while a Workspace's policy is being applied reaches the runtime after it") {
+  Harness h;
+  auto e = h.create_egress(socks5("203.0.113.1:1080"));
+  REQUIRE(e.ok());
+  const std::string eid = e->egress().egress_id();
+  ctrl::NetworkPolicy p;
+  p.set_mode(ctrl::NETWORK_MODE_PUBLIC_INTERNET);
+  auto* route = p.add_egresses();
+  route->set_egress_id(eid);
+  route->add_destinations("198.51.100.0/24");
+  auto w = h.create_workspace("/proc/self/ns/net", p);
+  REQUIRE(w.ok());
+  const std::string wid = w->workspace().workspace_id();
+  // The policy's apply waits (at most 300 ms) for the Egress's publish, which must
+  // not come before it ends: Egress writes are barriers (apply_order.h).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, published = false;
+  h.runtime.before_record = [&](const std::string& line) {
+    std::unique_lock<std::mutex> lk(mu);
+    if (line.rfind("workspace_applied " + wid, 0) == 0 && line.find(" r2 ") != std::string::npos) {
+      entered = true;
+      cv.notify_all();
+      cv.wait_for(lk, std::chrono::milliseconds(300), [&] { return published; });
+    } else if (line.rfind("egress_published " + eid + " r2", 0) == 0) {
+      published = true;
+      cv.notify_all();
+    }
+  };
+  p.mutable_egresses(0)->set_destinations(0, "192.0.2.0/24");
+  std::thread first([&] { CHECK(h.update_policy(wid, 1, p).ok()); });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return entered; }));
+  }
+  CHECK(h.update_egress(eid, 1, socks5("203.0.113.2:1080")).ok());  // stored after the policy
+  first.join();
+  h.runtime.before_record = nullptr;
+  auto ev = h.runtime.events();
+  auto applied = std::find_if(ev.begin(), ev.end(), [&](auto& l) {
+    return l.rfind("workspace_applied " + wid, 0) == 0 && l.find(" r2 ") != std::string::npos;
+  });
+  auto egress = std::find_if(ev.begin(), ev.end(), [&](auto& l) { return l.rfind("egress_published " + eid + " r2", 0) == 0; });
+  REQUIRE(applied != ev.end());
+  REQUIRE(egress != ev.end());
+  CHECK(applied < egress);
+}
