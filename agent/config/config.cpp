@@ -52,9 +52,8 @@ Status with_scalar(const Node& parent, const std::string& prefix, const char* na
   const Node n = parent[name];
   if (!n.IsDefined()) return {};
   const std::string key = join(prefix, name);
-  auto s = scalar(n, key);
-  if (!s.ok()) return std::move(s).error();
-  Status st = parse(*s);
+  KIB_TRY_ASSIGN(auto s, scalar(n, key));
+  Status st = parse(s);
   if (!st.ok()) return key_error(key, st.error().message);
   return {};
 }
@@ -66,26 +65,23 @@ Status parse_absolute_path(const std::string& s, std::string& out) {
 }
 
 Status parse_uint_into(const std::string& s, uint64_t min, uint64_t max, auto& out) {
-  auto v = config::parse_uint(s, min, max);
-  if (!v.ok()) return std::move(v).error();
-  out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
+  KIB_TRY_ASSIGN(auto v, config::parse_uint(s, min, max));
+  out = static_cast<std::remove_reference_t<decltype(out)>>(v);
   return {};
 }
 
 Status parse_seconds_into(const std::string& s, seconds& out) {
-  auto d = config::parse_duration(s);
-  if (!d.ok()) return std::move(d).error();
-  if (d->count() <= 0 || d->count() % 1000 != 0)
+  KIB_TRY_ASSIGN(auto d, config::parse_duration(s));
+  if (d.count() <= 0 || d.count() % 1000 != 0)
     return Error{Code::invalid_argument, "expected a positive duration in whole seconds"};
-  out = duration_cast<seconds>(*d);
+  out = duration_cast<seconds>(d);
   return {};
 }
 
 Status parse_millis_into(const std::string& s, milliseconds& out) {
-  auto d = config::parse_duration(s);
-  if (!d.ok()) return std::move(d).error();
-  if (d->count() <= 0) return Error{Code::invalid_argument, "expected a positive duration"};
-  out = *d;
+  KIB_TRY_ASSIGN(auto d, config::parse_duration(s));
+  if (d.count() <= 0) return Error{Code::invalid_argument, "expected a positive duration"};
+  out = d;
   return {};
 }
 
@@ -124,11 +120,10 @@ Status parse_string_list(const Node& parent, const std::string& prefix, const ch
   std::vector<std::string> items;
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string item_key = key + "[" + std::to_string(i) + "]";
-    auto s = scalar(n[i], item_key);
-    if (!s.ok()) return std::move(s).error();
-    Status st = check(*s);
+    KIB_TRY_ASSIGN(auto s, scalar(n[i], item_key));
+    Status st = check(s);
     if (!st.ok()) return key_error(item_key, st.error().message);
-    items.push_back(*s);
+    items.push_back(s);
   }
   out = std::move(items);
   return {};
@@ -180,9 +175,8 @@ Status parse_api(const Node& root, ApiConfig& api) {
     return {};
   }));
   KIB_TRY(with_scalar(n, "api", "unix_socket_mode", [&](const std::string& s) -> Status {
-    auto m = config::parse_octal_mode(s);
-    if (!m.ok()) return std::move(m).error();
-    api.unix_socket_mode = *m;
+    KIB_TRY_ASSIGN(auto m, config::parse_octal_mode(s));
+    api.unix_socket_mode = m;
     return {};
   }));
   KIB_TRY(with_scalar(n, "api", "unix_socket_group", [&](const std::string& s) -> Status {

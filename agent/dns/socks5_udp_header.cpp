@@ -56,12 +56,11 @@ void append_socks5_udp_datagram(Bytes& out, const SocketAddress& dst, ByteView p
 Result<Socks5UdpDatagram> decode_socks5_udp_datagram(ByteView d) {
   if (d.size() < 4) return make_error(Code::invalid_argument, "SOCKS5 UDP datagram shorter than its header");
   if (d[2] != 0) return make_error(Code::failed_precondition, "SOCKS5 UDP fragment dropped (FRAG != 0)");
-  auto addr = decode_socks5_address(d.subspan(3));
-  if (!addr) return std::move(addr).error();
-  if (!addr->has_value()) return make_error(Code::invalid_argument, "SOCKS5 UDP datagram header truncated");
+  KIB_TRY_ASSIGN(auto addr, decode_socks5_address(d.subspan(3)));
+  if (!addr.has_value()) return make_error(Code::invalid_argument, "SOCKS5 UDP datagram header truncated");
   Socks5UdpDatagram out;
-  out.destination = std::move((*addr)->destination);
-  out.payload = d.subspan(3 + (*addr)->size);
+  out.destination = std::move(addr->destination);
+  out.payload = d.subspan(3 + addr->size);
   return out;
 }
 

@@ -21,10 +21,9 @@ Status require_id(const std::string& id) {
 
 // Loads a non-deleted Egress or fails with not_found.
 Result<ctrl::Egress> must_load(store::Transaction& txn, const std::string& id) {
-  auto e = load_egress(txn, id);
-  if (!e.ok()) return std::move(e).error();
-  if (!e->has_value()) return egress_not_found(id);
-  return std::move(**e);
+  KIB_TRY_ASSIGN(auto e, load_egress(txn, id));
+  if (!e.has_value()) return egress_not_found(id);
+  return std::move(*e);
 }
 
 Status save(store::Transaction& txn, const ctrl::Egress& e) {
@@ -65,8 +64,7 @@ Result<ctrl::CreateEgressResponse> EgressService::create(const ctrl::CreateEgres
     *e.mutable_annotations() = req.annotations();
     e.set_labels_revision(1);
     e.set_annotations_revision(1);
-    auto seq = txn.insert(store::Kind::egress, e.egress_id(), e.SerializeAsString());
-    if (!seq.ok()) return std::move(seq).error();
+    KIB_TRY(txn.insert(store::Kind::egress, e.egress_id(), e.SerializeAsString()));
     created = e;
     Resp resp;
     *resp.mutable_egress() = without_password(e);
@@ -80,9 +78,8 @@ Result<ctrl::GetEgressResponse> EgressService::get(const ctrl::GetEgressRequest&
   KIB_TRY(require_id(req.egress_id()));
   ctrl::GetEgressResponse resp;
   KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    auto e = must_load(txn, req.egress_id());
-    if (!e.ok()) return std::move(e).error();
-    *resp.mutable_egress() = without_password(std::move(e).value());
+    KIB_TRY_ASSIGN(auto e, must_load(txn, req.egress_id()));
+    *resp.mutable_egress() = without_password(std::move(e));
     return {};
   }));
   return resp;
@@ -92,10 +89,9 @@ Result<ctrl::ListEgressesResponse> EgressService::list(const ctrl::ListEgressesR
   ctrl::ListEgressesResponse resp;
   ListQuery q{store::Kind::egress, "egress", req.page_size(), req.page_token(), &req.label_selector()};
   auto next = list_page(env_.store, q, [&](const store::ResourceRow& row, bool append) -> Result<bool> {
-    auto e = decode_stored<ctrl::Egress>(row);
-    if (!e.ok()) return std::move(e).error();
-    if (!selector_matches(req.label_selector(), e->labels())) return false;
-    if (append) *resp.add_egresses() = without_password(std::move(e).value());
+    KIB_TRY_ASSIGN(auto e, decode_stored<ctrl::Egress>(row));
+    if (!selector_matches(req.label_selector(), e.labels())) return false;
+    if (append) *resp.add_egresses() = without_password(std::move(e));
     return true;
   });
   if (!next.ok()) return std::move(next).error();
@@ -110,15 +106,12 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
   auto precheck = [&]() -> Status {
     KIB_TRY(require_id(req.egress_id()));
     KIB_TRY(require_expected(req.expected_revision(), "expected_revision"));
-    auto d = drain_seconds_of(req);
-    if (!d.ok()) return std::move(d).error();
-    drain = *d;
+    KIB_TRY_ASSIGN(auto d, drain_seconds_of(req));
+    drain = d;
     return validate_spec(req.spec());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto cur = must_load(txn, req.egress_id());
-    if (!cur.ok()) return std::move(cur).error();
-    ctrl::Egress e = std::move(cur).value();
+    KIB_TRY_ASSIGN(ctrl::Egress e, must_load(txn, req.egress_id()));
     if (e.revision() != req.expected_revision())
       return Error{Code::aborted, "expected_revision " + std::to_string(req.expected_revision()) +
                                       " does not match the current revision " + std::to_string(e.revision())};
@@ -126,9 +119,8 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
     // "Equal content is idempotent and keeps the revision" (and updated_at).
     if (!same_content(e.spec(), req.spec())) {
       if (e.spec().udp_enabled() && !req.spec().udp_enabled()) {
-        auto used = txn.egress_referenced(e.egress_id(), /*udp_only=*/true);
-        if (!used.ok()) return std::move(used).error();
-        if (*used)
+        KIB_TRY_ASSIGN(auto used, txn.egress_referenced(e.egress_id(), /*udp_only=*/true));
+        if (used)
           return Error{Code::failed_precondition,
                        "udp_enabled cannot be turned off: a udp Resolver of a Workspace policy goes through "
                        "this Egress"};
@@ -151,11 +143,9 @@ Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgres
   using Resp = ctrl::DeleteEgressResponse;
   auto precheck = [&]() -> Status { return require_id(req.egress_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto cur = must_load(txn, req.egress_id());
-    if (!cur.ok()) return std::move(cur).error();
-    auto used = txn.egress_referenced(req.egress_id(), /*udp_only=*/false);
-    if (!used.ok()) return std::move(used).error();
-    if (*used)
+    KIB_TRY(must_load(txn, req.egress_id()));
+    KIB_TRY_ASSIGN(auto used, txn.egress_referenced(req.egress_id(), /*udp_only=*/false));
+    if (used)
       return Error{Code::failed_precondition, "egress " + quoted(req.egress_id()) +
                                                   " is referenced by the policy of a Workspace"};
     KIB_TRY(txn.mark_deleted(store::Kind::egress, req.egress_id()));
@@ -172,13 +162,11 @@ Result<ctrl::UpdateEgressLabelsResponse> EgressService::update_labels(const ctrl
     return validate_labels(req.labels());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto e = must_load(txn, req.egress_id());
-    if (!e.ok()) return std::move(e).error();
-    auto changed = replace_labels(*e, req.expected_labels_revision(), req.labels());
-    if (!changed.ok()) return std::move(changed).error();
-    if (*changed) KIB_TRY(save(txn, *e));
+    KIB_TRY_ASSIGN(auto e, must_load(txn, req.egress_id()));
+    KIB_TRY_ASSIGN(auto changed, replace_labels(e, req.expected_labels_revision(), req.labels()));
+    if (changed) KIB_TRY(save(txn, e));
     Resp resp;
-    *resp.mutable_egress() = without_password(std::move(e).value());
+    *resp.mutable_egress() = without_password(std::move(e));
     return resp;
   };
   return env_.commands.run<Resp>(kService + std::string("UpdateEgressLabels"), req, req.command_id(), precheck, apply);
@@ -192,13 +180,11 @@ Result<ctrl::UpdateEgressAnnotationsResponse> EgressService::update_annotations(
     return validate_annotations(req.annotations());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto e = must_load(txn, req.egress_id());
-    if (!e.ok()) return std::move(e).error();
-    auto changed = replace_annotations(*e, req.expected_annotations_revision(), req.annotations());
-    if (!changed.ok()) return std::move(changed).error();
-    if (*changed) KIB_TRY(save(txn, *e));
+    KIB_TRY_ASSIGN(auto e, must_load(txn, req.egress_id()));
+    KIB_TRY_ASSIGN(auto changed, replace_annotations(e, req.expected_annotations_revision(), req.annotations()));
+    if (changed) KIB_TRY(save(txn, e));
     Resp resp;
-    *resp.mutable_egress() = without_password(std::move(e).value());
+    *resp.mutable_egress() = without_password(std::move(e));
     return resp;
   };
   return env_.commands.run<Resp>(kService + std::string("UpdateEgressAnnotations"), req, req.command_id(), precheck,
