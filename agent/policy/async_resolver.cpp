@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "agent/common/c_ptr.h"
 #include "agent/policy/endpoint.h"
 
 namespace kib::policy {
@@ -187,14 +188,14 @@ void AsyncResolver::on_result(void* arg, int status, int /*timeouts*/, ares_addr
   Callback cb = std::move(lookup->callback);
   lookup->callback = nullptr;
   const uint64_t id = lookup->id;
+  CPtr<ares_freeaddrinfo> owned(result);
   if (cb) {
     --self->pending_;
     auto r = to_result(status, result);
-    if (result != nullptr) ares_freeaddrinfo(result);
-    result = nullptr;
+    owned.reset();
     cb(std::move(r));
   }
-  if (result != nullptr) ares_freeaddrinfo(result);
+  owned.reset();
   self->lookups_.erase(id);  // by id: the callback may have added lookups
 }
 
