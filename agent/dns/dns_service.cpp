@@ -136,9 +136,7 @@ Status DnsService::apply_workspace(const std::string& workspace_id, std::shared_
       ws.netns = ns;
       std::shared_ptr<const UniqueFd> ns_for_replies = ns;
       auto opener = [ns_for_replies](const SocketAddress& asked) -> Result<UniqueFd> {
-        sockaddr_storage ss;
-        const socklen_t len = asked.to_sockaddr(ss);
-        return netns::open_transparent_reply_socket(ns_for_replies->get(), reinterpret_cast<sockaddr*>(&ss), len);
+        return netns::open_transparent_reply_socket(ns_for_replies->get(), &asked.sa, asked.length());
       };
       ws.dns = std::make_unique<WorkspaceDns>(
           e->ctx, [e](const std::string& id) { return e->egress(id); }, opener, e->options.workspace, revision,

@@ -5,11 +5,13 @@
 namespace kib::dns {
 
 void append_socks5_address(Bytes& out, const SocketAddress& a) {
-  const bool v6 = a.ip.family == AF_INET6;
+  const policy::IpAddress ip = a.ip();
+  const bool v6 = ip.family == AF_INET6;
   out.push_back(v6 ? kAtypIpv6 : kAtypIpv4);
-  out.insert(out.end(), a.ip.bytes.begin(), a.ip.bytes.begin() + (v6 ? 16 : 4));
-  out.push_back(static_cast<uint8_t>(a.port >> 8));
-  out.push_back(static_cast<uint8_t>(a.port & 0xff));
+  out.insert(out.end(), ip.bytes.begin(), ip.bytes.begin() + (v6 ? 16 : 4));
+  const uint16_t port = a.port();
+  out.push_back(static_cast<uint8_t>(port >> 8));
+  out.push_back(static_cast<uint8_t>(port & 0xff));
 }
 
 Result<std::optional<DecodedSocks5Address>> decode_socks5_address(ByteView in) {
