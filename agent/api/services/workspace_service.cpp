@@ -18,16 +18,7 @@ namespace {
 
 constexpr const char* kService = "kibotos.ctrl.v1.WorkspaceService/";
 
-Status require_id(const std::string& id) {
-  if (id.empty()) return Error{Code::invalid_argument, "workspace_id is required"};
-  return {};
-}
-
-Result<ctrl::Workspace> must_load(store::Transaction& txn, const std::string& id) {
-  KIB_TRY_ASSIGN(auto w, load_workspace(txn, id));
-  if (!w.has_value()) return workspace_not_found(id);
-  return std::move(*w);
-}
+using Workspace = ctrl::Workspace;
 
 // The Workspace as stored now, in its own read; none when deleted.
 Result<std::optional<ctrl::Workspace>> load_stored(store::Store& store, const std::string& id) {
@@ -37,10 +28,6 @@ Result<std::optional<ctrl::Workspace>> load_stored(store::Store& store, const st
     return {};
   }));
   return std::move(*out);
-}
-
-Status save(store::Transaction& txn, const ctrl::Workspace& w) {
-  return txn.update(store::Kind::workspace, w.workspace_id(), w.SerializeAsString());
 }
 
 // The policy as the server keeps it: "network_policy.revision is ignored" in writes.
@@ -189,18 +176,15 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     *resp.mutable_workspace() = w;
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(), precheck, apply,
-                                   [&] { apply_to_runtime(created, 0); });
-  if (!r.ok()) return r;
-  *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(),
+                                             precheck, apply, [&] { apply_to_runtime(created, 0); }));
 }
 
 Result<ctrl::GetWorkspaceResponse> WorkspaceService::get(const ctrl::GetWorkspaceRequest& req) {
-  KIB_TRY(require_id(req.workspace_id()));
+  KIB_TRY(require_id<Workspace>(req.workspace_id()));
   ctrl::GetWorkspaceResponse resp;
   KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    KIB_TRY_ASSIGN(auto w, must_load(txn, req.workspace_id()));
+    KIB_TRY_ASSIGN(auto w, must_load<Workspace>(txn, req.workspace_id()));
     *resp.mutable_workspace() = std::move(w);
     return {};
   }));
@@ -212,7 +196,7 @@ Result<ctrl::ListWorkspacesResponse> WorkspaceService::list(const ctrl::ListWork
   ctrl::ListWorkspacesResponse resp;
   ListQuery q{store::Kind::workspace, "workspace", req.page_size(), req.page_token(), &req.label_selector()};
   auto next = list_page(env_.store, q, [&](const store::ResourceRow& row, bool append) -> Result<bool> {
-    KIB_TRY_ASSIGN(auto w, decode_stored<ctrl::Workspace>(row));
+    KIB_TRY_ASSIGN(auto w, decode_stored<Workspace>(row));
     if (!selector_matches(req.label_selector(), w.labels())) return false;
     if (append) *resp.add_workspaces() = std::move(w);
     return true;
@@ -228,14 +212,14 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
   uint32_t drain = 0;
   ctrl::Workspace changed;
   auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.workspace_id()));
+    KIB_TRY(require_id<Workspace>(req.workspace_id()));
     KIB_TRY(require_expected(req.expected_revision(), "expected_revision"));
     KIB_TRY_ASSIGN(auto d, drain_seconds_of(req));
     drain = d;
     return validate_policy_shape(req.network_policy());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    KIB_TRY_ASSIGN(ctrl::Workspace w, must_load(txn, req.workspace_id()));
+    KIB_TRY_ASSIGN(Workspace w, must_load<Workspace>(txn, req.workspace_id()));
     uint64_t revision = w.network_policy().revision();
     if (revision != req.expected_revision())
       return Error{Code::aborted, "expected_revision " + std::to_string(req.expected_revision()) +
@@ -255,21 +239,18 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
     *resp.mutable_workspace() = std::move(w);
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck,
-                                   apply, [&] {
-                                     if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
-                                   });
-  if (!r.ok()) return r;
-  *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(env_.commands.run<Resp>(kService + std::string("UpdateNetworkPolicy"), req, req.command_id(),
+                                             precheck, apply, [&] {
+                                               if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
+                                             }));
 }
 
 Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::DeleteWorkspaceRequest& req) {
   using Resp = ctrl::DeleteWorkspaceResponse;
   std::optional<store::PendingDetach> pending;
-  auto precheck = [&]() -> Status { return require_id(req.workspace_id()); };
+  auto precheck = [&]() -> Status { return require_id<Workspace>(req.workspace_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    KIB_TRY_ASSIGN(auto cur, must_load(txn, req.workspace_id()));
+    KIB_TRY_ASSIGN(auto cur, must_load<Workspace>(txn, req.workspace_id()));
     KIB_TRY_ASSIGN(auto key, txn.netns_key(req.workspace_id()));
     // Stored with the delete: a crash before the rules are removed leaves the
     // agent a note to remove them at its next start.
@@ -294,44 +275,14 @@ Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::Delet
 
 Result<ctrl::UpdateWorkspaceLabelsResponse> WorkspaceService::update_labels(
     const ctrl::UpdateWorkspaceLabelsRequest& req) {
-  using Resp = ctrl::UpdateWorkspaceLabelsResponse;
-  auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.workspace_id()));
-    return validate_labels(req.labels());
-  };
-  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    KIB_TRY_ASSIGN(auto w, must_load(txn, req.workspace_id()));
-    KIB_TRY_ASSIGN(auto changed, replace_labels(w, req.expected_labels_revision(), req.labels()));
-    if (changed) KIB_TRY(save(txn, w));
-    Resp resp;
-    *resp.mutable_workspace() = std::move(w);
-    return resp;
-  };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateWorkspaceLabels"), req, req.command_id(), precheck,
-                                   apply);
-  if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(update_metadata<Workspace, ctrl::UpdateWorkspaceLabelsResponse>(
+      env_.commands, kService + std::string("UpdateWorkspaceLabels"), req, req.workspace_id()));
 }
 
 Result<ctrl::UpdateWorkspaceAnnotationsResponse> WorkspaceService::update_annotations(
     const ctrl::UpdateWorkspaceAnnotationsRequest& req) {
-  using Resp = ctrl::UpdateWorkspaceAnnotationsResponse;
-  auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.workspace_id()));
-    return validate_annotations(req.annotations());
-  };
-  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    KIB_TRY_ASSIGN(auto w, must_load(txn, req.workspace_id()));
-    KIB_TRY_ASSIGN(auto changed, replace_annotations(w, req.expected_annotations_revision(), req.annotations()));
-    if (changed) KIB_TRY(save(txn, w));
-    Resp resp;
-    *resp.mutable_workspace() = std::move(w);
-    return resp;
-  };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateWorkspaceAnnotations"), req, req.command_id(),
-                                   precheck, apply);
-  if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(update_metadata<Workspace, ctrl::UpdateWorkspaceAnnotationsResponse>(
+      env_.commands, kService + std::string("UpdateWorkspaceAnnotations"), req, req.workspace_id()));
 }
 
 void WorkspaceService::finish_detach(const store::PendingDetach& p) {
@@ -381,20 +332,7 @@ Status WorkspaceService::publish_all() {
   // First what deleted Workspaces may have left: their namespaces are nobody's.
   if (Status st = finish_pending_detaches(); !st.ok())
     spdlog::warn("removing the rules of deleted Workspaces: {}", st.error().message);
-  std::vector<ctrl::Workspace> all;
-  Status failed;
-  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    return txn.scan(store::Kind::workspace, 0, [&](store::ResourceRow&& row) {
-      auto w = decode_stored<ctrl::Workspace>(row);
-      if (!w.ok()) {
-        failed = std::move(w).error();
-        return false;
-      }
-      all.push_back(std::move(w).value());
-      return true;
-    });
-  }));
-  if (!failed.ok()) return failed;
+  KIB_TRY_ASSIGN(auto all, load_all<Workspace>(env_.store));
   std::vector<Runtime::Restoring> restoring;
   restoring.reserve(all.size());
   for (const auto& w : all) restoring.push_back({w.workspace_id(), w.netns(), w.network_policy()});
