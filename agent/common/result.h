@@ -61,9 +61,21 @@ using Status = Result<void>;
 
 }  // namespace kib
 
-// Propagates the error of an expression returning Result<...>.
-#define KIB_TRY(expr)                                  \
-  do {                                                 \
-    auto kib_try_r_ = (expr);                          \
+// Propagates the error of an expression returning Result<...>: C++20 has no `?`.
+//   KIB_TRY(write_all(fd, data));             // Status or a Result whose value is unused
+//   KIB_TRY_ASSIGN(auto fd, open_socket());   // declares fd = the value, or returns the error
+//   KIB_TRY_ASSIGN(config_, load_config());   // assigns an existing variable
+// The enclosing function returns a Result<U> or Status.
+#define KIB_TRY(expr)                                           \
+  do {                                                          \
+    auto kib_try_r_ = (expr);                                   \
     if (!kib_try_r_.ok()) return std::move(kib_try_r_).error(); \
   } while (0)
+
+#define KIB_TRY_CONCAT_INNER_(a, b) a##b
+#define KIB_TRY_CONCAT_(a, b) KIB_TRY_CONCAT_INNER_(a, b)
+#define KIB_TRY_ASSIGN(lhs, expr) KIB_TRY_ASSIGN_IMPL_(KIB_TRY_CONCAT_(kib_try_r_, __LINE__), lhs, expr)
+#define KIB_TRY_ASSIGN_IMPL_(tmp, lhs, expr)            \
+  auto tmp = (expr);                                    \
+  if (!tmp.ok()) return std::move(tmp).error();         \
+  lhs = std::move(tmp).value()

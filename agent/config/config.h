@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/common/result.h"
@@ -97,5 +98,10 @@ Result<Config> load_config_file(const std::string& path);
 // YAML sets win, the others keep `defaults`.
 Result<Config> parse_config(const std::string& yaml_text, const Config& defaults);
 Result<Config> load_config_file(const std::string& path, const Config& defaults);
+
+// Every key of the configuration with its value in `c`, in the file's notation
+// ("dataplane.idle_timeout", "3600s"), from the same table the parser reads keys
+// with: config_values(Config{}) are the defaults the documentation must show.
+std::vector<std::pair<std::string, std::string>> config_values(const Config& c);
 
 }  // namespace kib

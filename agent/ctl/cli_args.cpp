@@ -19,9 +19,8 @@ Result<OutputFormat> parse_output(std::string_view v) {
 Status apply_global(const FlagSpec& f, const std::string& v, GlobalOptions& g) {
   const std::string_view n = f.name;
   if (n == "output") {
-    auto o = parse_output(v);
-    if (!o.ok()) return std::move(o).error();
-    g.output = *o;
+    KIB_TRY_ASSIGN(auto o, parse_output(v));
+    g.output = o;
   } else if (n == "socket") {
     g.socket = v;
   } else if (n == "server") {

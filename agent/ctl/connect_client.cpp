@@ -7,18 +7,14 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "agent/common/c_ptr.h"
+
 namespace kib::ctl {
 namespace {
 
 constexpr size_t kMaxResponseBytes = 64u << 20;
 
-struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
-};
-using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
+using SlistPtr = CPtr<curl_slist_free_all>;
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* out = static_cast<std::string*>(user);
@@ -68,7 +64,7 @@ Error transport_error(CURL* c, CURLcode rc, const char* errbuf, const Endpoint& 
 }  // namespace
 
 struct ConnectClient::Curl {
-  std::unique_ptr<CURL, CurlDeleter> handle{curl_easy_init()};
+  CPtr<curl_easy_cleanup> handle{curl_easy_init()};
 };
 
 Error error_from_response(long http_status, std::string_view body) {

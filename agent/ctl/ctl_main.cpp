@@ -48,13 +48,11 @@ Result<std::string> request_json(const Message& req) {
 }
 
 Status call(ConnectClient& client, std::string_view method, const Message& req, Message& resp) {
-  auto body = request_json(req);
-  if (!body.ok()) return std::move(body).error();
-  auto answer = client.call(method, *body);
-  if (!answer.ok()) return std::move(answer).error();
+  KIB_TRY_ASSIGN(auto body, request_json(req));
+  KIB_TRY_ASSIGN(auto answer, client.call(method, body));
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = true;  // a newer agent may add fields
-  const auto st = google::protobuf::util::JsonStringToMessage(*answer, &resp, opts);
+  const auto st = google::protobuf::util::JsonStringToMessage(answer, &resp, opts);
   if (!st.ok()) return Error{Code::internal, "cannot decode the agent's answer: " + std::string(st.message())};
   return {};
 }
@@ -93,9 +91,8 @@ Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream&
     if (inv.global.output != OutputFormat::table) out << "{}\n";
     return {};
   }
-  auto text = format_output(*shown, inv.global.output);
-  if (!text.ok()) return std::move(text).error();
-  out << *text;
+  KIB_TRY_ASSIGN(auto text, format_output(*shown, inv.global.output));
+  out << text;
   return {};
 }
 

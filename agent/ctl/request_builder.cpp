@@ -80,38 +80,35 @@ Result<std::string> read_for(const FlagSpec& f, const std::string& path, const F
 }  // namespace
 
 Status apply_flag(Message& req, const FlagSpec& f, const std::string& value, const FileReader& read) {
-  auto t = resolve(req, f.field);
-  if (!t.ok()) return std::move(t).error();
-  const Reflection* r = t->msg->GetReflection();
+  KIB_TRY_ASSIGN(auto t, resolve(req, f.field));
+  const Reflection* r = t.msg->GetReflection();
   switch (f.bind) {
     case Bind::string:
-      r->SetString(t->msg, t->field, value);
+      r->SetString(t.msg, t.field, value);
       return {};
     case Bind::uint:
-      return set_uint(f, *t, value);
+      return set_uint(f, t, value);
     case Bind::enable:
-      r->SetBool(t->msg, t->field, true);
+      r->SetBool(t.msg, t.field, true);
       return {};
     case Bind::presence:
-      r->MutableMessage(t->msg, t->field);
+      r->MutableMessage(t.msg, t.field);
       return {};
     case Bind::file:
     case Bind::secret_file: {
-      auto content = read_for(f, value, read);
-      if (!content.ok()) return std::move(content).error();
-      std::string s = std::move(*content);
+      KIB_TRY_ASSIGN(auto content, read_for(f, value, read));
+      std::string s = std::move(content);
       // `echo secret > file` leaves a newline that is not part of the password.
       if (f.bind == Bind::secret_file && !s.empty() && s.back() == '\n') s.pop_back();
       if (f.bind == Bind::secret_file && !s.empty() && s.back() == '\r') s.pop_back();
-      r->SetString(t->msg, t->field, std::move(s));
+      r->SetString(t.msg, t.field, std::move(s));
       return {};
     }
     case Bind::key_value:
-      return add_map_entry(f, *t, value);
+      return add_map_entry(f, t, value);
     case Bind::message_file: {
-      auto content = read_for(f, value, read);
-      if (!content.ok()) return std::move(content).error();
-      return parse_message_text(*content, value, *r->MutableMessage(t->msg, t->field));
+      KIB_TRY_ASSIGN(auto content, read_for(f, value, read));
+      return parse_message_text(content, value, *r->MutableMessage(t.msg, t.field));
     }
     case Bind::client:
       return {};

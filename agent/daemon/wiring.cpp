@@ -10,13 +10,11 @@ Result<Wiring> wire(const Config& config, api::MethodRegistry& registry) {
   // agent cannot enforce any Workspace, so it refuses to start (create() says why).
   w.attacher = std::make_unique<dataplane::NetnsAttacher>(config.dataplane.guest_congestion_control,
                                                         config.state_dir + "/attachments");
-  auto rt = dataplane::DataplaneRuntime::create(config, *w.attacher);
-  if (!rt.ok()) return std::move(rt).error();
-  w.runtime = std::move(*rt);
+  KIB_TRY_ASSIGN(auto rt, dataplane::DataplaneRuntime::create(config, *w.attacher));
+  w.runtime = std::move(rt);
 #ifdef KIB_HAVE_CONTROL_PLANE
-  auto cp = api::ControlPlane::open(config, *w.runtime);
-  if (!cp.ok()) return std::move(cp).error();
-  w.control_plane = std::move(*cp);
+  KIB_TRY_ASSIGN(auto cp, api::ControlPlane::open(config, *w.runtime));
+  w.control_plane = std::move(cp);
   w.control_plane->register_methods(registry);
   w.control_plane->publish_all();
 #else

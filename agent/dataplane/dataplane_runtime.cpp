@@ -63,10 +63,9 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
     if (Status st = netns::check_tcp_congestion_control(cc); !st.ok())
       return Error{Code::invalid_argument, "dataplane.guest_congestion_control: " + st.error().message};
   }
-  auto addr = policy::EndpointAddressPolicy::from_strings(config.egress.allowed_special_purpose_cidrs);
-  if (!addr.ok()) return std::move(addr).error();
+  KIB_TRY_ASSIGN(auto addr, policy::EndpointAddressPolicy::from_strings(config.egress.allowed_special_purpose_cidrs));
   raise_nofile_limit();
-  std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr.value())));
+  std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr)));
   rt->worker_opts_.loop.file_slots = direct_slots_per_loop(config);
   unsigned n = config.dataplane.threads != 0 ? config.dataplane.threads
                                              : std::max(1u, std::thread::hardware_concurrency());
@@ -80,9 +79,8 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   wo.max_guest_tcp_connections = config.dns.max_guest_tcp_connections;
   wo.channel_idle_ms = static_cast<uint64_t>(config.dns.upstream_idle_timeout.count());
   wo.guest_tcp_idle_ms = static_cast<uint64_t>(config.dns.guest_tcp_idle_timeout.count());
-  auto dns = dns::DnsService::start(dopts, rt->address_policy_, {});
-  if (!dns.ok()) return std::move(dns).error();
-  rt->dns_ = std::move(dns.value());
+  KIB_TRY_ASSIGN(auto dns, dns::DnsService::start(dopts, rt->address_policy_, {}));
+  rt->dns_ = std::move(dns);
   relay::ProbeOptions probe;
   probe.address_policy = rt->address_policy_;
   probe.resolver = rt->worker_opts_.resolver;

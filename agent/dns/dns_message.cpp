@@ -46,17 +46,15 @@ Result<QueryInfo> inspect_query(ByteView q) {
   info.header = *header;
   if (info.header.is_response()) return malformed("DNS query has QR set");
   if (info.header.qdcount != 1) return malformed("DNS query must carry exactly one question");
-  auto name_end = skip_name(q, kHeaderSize);
-  if (!name_end) return std::move(name_end).error();
-  info.question_end = *name_end + 4;
+  KIB_TRY_ASSIGN(auto name_end, skip_name(q, kHeaderSize));
+  info.question_end = name_end + 4;
   if (info.question_end > q.size()) return malformed("DNS question runs past the message");
   // Records after the question: only the additional section's OPT matters to us.
   const unsigned records = info.header.ancount + info.header.nscount + info.header.arcount;
   size_t at = info.question_end;
   for (unsigned i = 0; i < records; ++i) {
-    auto rr_name_end = skip_name(q, at);
-    if (!rr_name_end) return std::move(rr_name_end).error();
-    at = *rr_name_end;
+    KIB_TRY_ASSIGN(auto rr_name_end, skip_name(q, at));
+    at = rr_name_end;
     if (at + 10 > q.size()) return malformed("DNS record runs past the message");
     const uint16_t type = be16(q, at);
     const uint16_t klass = be16(q, at + 2);

@@ -118,10 +118,9 @@ void DnsService::delete_egress(const std::string& egress_id) {
 
 Status DnsService::apply_workspace(const std::string& workspace_id, std::shared_ptr<const UniqueFd> ns,
                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners) {
-  auto routes = resolver_routes(policy);
-  if (!routes.ok()) return std::move(routes).error();
+  KIB_TRY_ASSIGN(auto routes, resolver_routes(policy));
   auto shared_listeners = std::make_shared<DnsListeners>(std::move(listeners));
-  auto shared_routes = std::make_shared<std::vector<ResolverRoute>>(std::move(*routes));
+  auto shared_routes = std::make_shared<std::vector<ResolverRoute>>(std::move(routes));
   Engine* e = engine_.get();
   const uint64_t revision = policy.revision();
   loop_->post([e, workspace_id, ns, shared_listeners, shared_routes, revision] {
@@ -137,9 +136,7 @@ Status DnsService::apply_workspace(const std::string& workspace_id, std::shared_
       ws.netns = ns;
       std::shared_ptr<const UniqueFd> ns_for_replies = ns;
       auto opener = [ns_for_replies](const SocketAddress& asked) -> Result<UniqueFd> {
-        sockaddr_storage ss;
-        const socklen_t len = asked.to_sockaddr(ss);
-        return netns::open_transparent_reply_socket(ns_for_replies->get(), reinterpret_cast<sockaddr*>(&ss), len);
+        return netns::open_transparent_reply_socket(ns_for_replies->get(), &asked.sa, asked.length());
       };
       ws.dns = std::make_unique<WorkspaceDns>(
           e->ctx, [e](const std::string& id) { return e->egress(id); }, opener, e->options.workspace, revision,
@@ -157,9 +154,8 @@ Status DnsService::apply_workspace(const std::string& workspace_id, std::shared_
 Status DnsService::apply_workspace_at(const std::string& workspace_id, const std::string& netns_path,
                                       const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners) {
   if (listeners.udp.empty() && listeners.tcp.empty()) return apply_workspace(workspace_id, nullptr, policy, {});
-  auto ns = netns::NamespaceHandle::open(netns_path);
-  if (!ns.ok()) return std::move(ns).error();
-  return apply_workspace(workspace_id, ns->shared_fd(), policy, std::move(listeners));
+  KIB_TRY_ASSIGN(auto ns, netns::NamespaceHandle::open(netns_path));
+  return apply_workspace(workspace_id, ns.shared_fd(), policy, std::move(listeners));
 }
 
 DnsListeners dns_listeners_from(netns::Listeners&& l) {

@@ -10,13 +10,12 @@ Result<int> ReplySocketCache::get(const SocketAddress& asked) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->fd.get();
   }
-  auto fd = opener_(asked);
-  if (!fd) return std::move(fd).error();
+  KIB_TRY_ASSIGN(auto fd, opener_(asked));
   if (by_address_.size() >= capacity_) {
     by_address_.erase(lru_.back().asked);
     lru_.pop_back();
   }
-  lru_.push_front(Entry{asked, std::move(*fd)});
+  lru_.push_front(Entry{asked, std::move(fd)});
   by_address_.emplace(asked, lru_.begin());
   return lru_.front().fd.get();
 }

@@ -28,10 +28,10 @@ Result<SocketAddress> relay_address_from_reply(const Socks5Reply& reply, const S
     return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE reply names a domain as relay address");
   if (reply.bound.port == 0)
     return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE reply has relay port 0");
-  SocketAddress relay{*ip, reply.bound.port};
+  SocketAddress relay = SocketAddress::from(*ip, reply.bound.port);
   // "an unspecified BND.ADDR such as 0.0.0.0 means the endpoint's own address"
-  if (relay.is_unspecified()) relay.ip = endpoint.ip;
-  if (auto st = address_policy.check(relay.ip); !st)
+  if (relay.is_unspecified()) relay = SocketAddress::from(endpoint.ip(), reply.bound.port);
+  if (auto st = address_policy.check(relay.ip()); !st)
     return make_error(Code::unavailable, "SOCKS5 relay address refused: " + st.error().message);
   return relay;
 }

@@ -5,11 +5,13 @@
 namespace kib::dns {
 
 void append_socks5_address(Bytes& out, const SocketAddress& a) {
-  const bool v6 = a.ip.family == AF_INET6;
+  const policy::IpAddress ip = a.ip();
+  const bool v6 = ip.family == AF_INET6;
   out.push_back(v6 ? kAtypIpv6 : kAtypIpv4);
-  out.insert(out.end(), a.ip.bytes.begin(), a.ip.bytes.begin() + (v6 ? 16 : 4));
-  out.push_back(static_cast<uint8_t>(a.port >> 8));
-  out.push_back(static_cast<uint8_t>(a.port & 0xff));
+  out.insert(out.end(), ip.bytes.begin(), ip.bytes.begin() + (v6 ? 16 : 4));
+  const uint16_t port = a.port();
+  out.push_back(static_cast<uint8_t>(port >> 8));
+  out.push_back(static_cast<uint8_t>(port & 0xff));
 }
 
 Result<std::optional<DecodedSocks5Address>> decode_socks5_address(ByteView in) {
@@ -56,12 +58,11 @@ void append_socks5_udp_datagram(Bytes& out, const SocketAddress& dst, ByteView p
 Result<Socks5UdpDatagram> decode_socks5_udp_datagram(ByteView d) {
   if (d.size() < 4) return make_error(Code::invalid_argument, "SOCKS5 UDP datagram shorter than its header");
   if (d[2] != 0) return make_error(Code::failed_precondition, "SOCKS5 UDP fragment dropped (FRAG != 0)");
-  auto addr = decode_socks5_address(d.subspan(3));
-  if (!addr) return std::move(addr).error();
-  if (!addr->has_value()) return make_error(Code::invalid_argument, "SOCKS5 UDP datagram header truncated");
+  KIB_TRY_ASSIGN(auto addr, decode_socks5_address(d.subspan(3)));
+  if (!addr.has_value()) return make_error(Code::invalid_argument, "SOCKS5 UDP datagram header truncated");
   Socks5UdpDatagram out;
-  out.destination = std::move((*addr)->destination);
-  out.payload = d.subspan(3 + (*addr)->size);
+  out.destination = std::move(addr->destination);
+  out.payload = d.subspan(3 + addr->size);
   return out;
 }
 

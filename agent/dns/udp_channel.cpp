@@ -61,17 +61,15 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
 
  private:
   Status open_socket(const SocketAddress& peer) {
-    fd_ = ::socket(peer.ip.family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    fd_ = ::socket(peer.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) return errno_error("DNS upstream socket", errno, Code::unavailable);
     // Answers to a burst of queries arrive together.
     int bytes = 4 << 20;
     if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
       (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-    sockaddr_storage ss;
-    const socklen_t len = peer.to_sockaddr(ss);
     // Connected: the kernel drops datagrams from any other source, and an ICMP
     // "port unreachable" comes back as ECONNREFUSED (fast failover).
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0)
+    if (::connect(fd_, &peer.sa, peer.length()) != 0)
       return errno_error("connect DNS upstream " + peer.to_string(), errno, Code::unavailable);
     arm_recv();
     return {};
@@ -115,7 +113,7 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
     if (!decoded.ok()) return;  // fragments and garbage are dropped
     // Only what the relay says came from our resolver is an answer.
     const auto* ip = std::get_if<policy::IpAddress>(&decoded->destination.host);
-    if (ip == nullptr || !(*ip == route_.resolver.ip) || decoded->destination.port != route_.resolver.port)
+    if (ip == nullptr || !(*ip == route_.resolver.ip()) || decoded->destination.port != route_.resolver.port())
       return;
     events_->on_channel_answer(resolver_, decoded->payload);
   }

@@ -28,7 +28,7 @@ UpstreamStream::~UpstreamStream() {
 }
 
 void UpstreamStream::start() {
-  relay::DialPlan plan{.destination = relay::to_socket_address(route_.resolver.ip, route_.resolver.port)};
+  relay::DialPlan plan{.destination = route_.resolver};
   if (route_.egress) {
     plan.egress = route_.egress.get();
     plan.command = route_.udp_associate ? relay::Socks5Command::udp_associate : relay::Socks5Command::connect;
@@ -93,7 +93,7 @@ void UpstreamStream::on_dialed() {
     const relay::Socks5Bound b = dial_->bound();
     Socks5Reply reply;
     if (b.is_domain) reply.bound.host = std::string();
-    else reply.bound = {policy::IpAddress::from_sockaddr(&b.address.sa), SocketAddress::from_sockaddr(&b.address.sa).port};
+    else reply.bound = {policy::IpAddress::from_sockaddr(&b.address.sa), b.address.port()};
     auto checked = relay_address_from_reply(reply, SocketAddress::from_sockaddr(&dial_->peer().sa), ctx_.address_policy);
     if (!checked.ok()) return fail(checked.error().message);
     relay = *checked;

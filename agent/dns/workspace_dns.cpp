@@ -31,7 +31,7 @@ Result<std::vector<ResolverRoute>> resolver_routes(const ::kibotos::ctrl::v1::Ne
     auto hp = policy::parse_ip_port(route.tcp ? r.tcp().address() : r.udp().address());
     if (!hp.ok() || !hp->ip)
       return make_error(Code::invalid_argument, "resolvers[" + std::to_string(i) + "]: address is not ip:port");
-    route.address = SocketAddress{*hp->ip, hp->port};
+    route.address = SocketAddress::from(*hp->ip, hp->port);
     out.push_back(std::move(route));
   }
   return out;
@@ -224,9 +224,8 @@ void WorkspaceDns::deliver(const Delivery& d) {
   // "Answers go back to the guest from the address and port it asked."
   auto fd = replies_.get(d.origin.asked);
   if (!fd.ok()) return;
-  sockaddr_storage ss;
-  const socklen_t len = d.origin.guest.to_sockaddr(ss);
-  (void)::sendto(*fd, d.message.data(), d.message.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&ss), len);
+  const SocketAddress& guest = d.origin.guest;
+  (void)::sendto(*fd, d.message.data(), d.message.size(), MSG_NOSIGNAL, &guest.sa, guest.length());
 }
 
 // ---- revisions, timers, status ----

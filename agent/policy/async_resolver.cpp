@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "agent/common/c_ptr.h"
 #include "agent/policy/endpoint.h"
 
 namespace kib::policy {
@@ -51,10 +52,9 @@ Result<std::string> servers_csv(const std::vector<std::string>& servers) {
   if (servers.size() > kMaxServers) return make_error(Code::invalid_argument, "at most 8 resolver servers");
   std::string csv;
   for (const auto& s : servers) {
-    auto entry = server_entry(s);
-    if (!entry.ok()) return std::move(entry).error();
+    KIB_TRY_ASSIGN(auto entry, server_entry(s));
     if (!csv.empty()) csv += ",";
-    csv += *entry;
+    csv += entry;
   }
   return csv;
 }
@@ -101,8 +101,7 @@ Result<std::vector<IpAddress>> to_result(int status, const ares_addrinfo* info) 
 
 Status validate_resolver_options(const ResolverOptions& options) {
   if (options.timeout.count() <= 0) return make_error(Code::invalid_argument, "resolver timeout must be positive");
-  auto csv = servers_csv(options.servers);
-  if (!csv.ok()) return std::move(csv).error();
+  KIB_TRY(servers_csv(options.servers));
   return {};
 }
 
@@ -119,8 +118,7 @@ AsyncResolver::AsyncResolver(std::chrono::milliseconds timeout, SocketStateHook 
 Result<std::unique_ptr<AsyncResolver>> AsyncResolver::create(const ResolverOptions& options, SocketStateHook hook) {
   KIB_TRY(library_init());
   KIB_TRY(validate_resolver_options(options));
-  auto csv = servers_csv(options.servers);
-  if (!csv.ok()) return std::move(csv).error();
+  KIB_TRY_ASSIGN(auto csv, servers_csv(options.servers));
 
   std::unique_ptr<AsyncResolver> r(new AsyncResolver(options.timeout, std::move(hook)));
   ares_options opts{};
@@ -138,8 +136,8 @@ Result<std::unique_ptr<AsyncResolver>> AsyncResolver::create(const ResolverOptio
     r->channel_ = nullptr;
     return make_error(Code::internal, std::string("c-ares init: ") + ares_strerror(st));
   }
-  if (!csv->empty()) {
-    const int ss = ares_set_servers_ports_csv(r->channel_, csv->c_str());
+  if (!csv.empty()) {
+    const int ss = ares_set_servers_ports_csv(r->channel_, csv.c_str());
     if (ss != ARES_SUCCESS) return make_error(Code::invalid_argument, std::string("resolver servers: ") + ares_strerror(ss));
   }
   return r;
@@ -190,14 +188,14 @@ void AsyncResolver::on_result(void* arg, int status, int /*timeouts*/, ares_addr
   Callback cb = std::move(lookup->callback);
   lookup->callback = nullptr;
   const uint64_t id = lookup->id;
+  CPtr<ares_freeaddrinfo> owned(result);
   if (cb) {
     --self->pending_;
     auto r = to_result(status, result);
-    if (result != nullptr) ares_freeaddrinfo(result);
-    result = nullptr;
+    owned.reset();
     cb(std::move(r));
   }
-  if (result != nullptr) ares_freeaddrinfo(result);
+  owned.reset();
   self->lookups_.erase(id);  // by id: the callback may have added lookups
 }
 

@@ -34,13 +34,12 @@ void run_once(AsyncResolver& resolver) {
 }  // namespace
 
 Result<std::vector<IpAddress>> resolve_host(const std::string& host, const ResolverOptions& options) {
-  auto resolver = AsyncResolver::create(options);
-  if (!resolver.ok()) return std::move(resolver).error();
+  KIB_TRY_ASSIGN(auto resolver, AsyncResolver::create(options));
   std::optional<Result<std::vector<IpAddress>>> outcome;
-  (*resolver)->resolve(host, [&outcome](Result<std::vector<IpAddress>> r) { outcome = std::move(r); });
+  resolver->resolve(host, [&outcome](Result<std::vector<IpAddress>> r) { outcome = std::move(r); });
   // The resolver's own deadline ends the lookup; this bound only guards the loop.
   const auto hard_stop = Clock::now() + options.timeout + std::chrono::seconds(1);
-  while (!outcome && Clock::now() < hard_stop) run_once(**resolver);
+  while (!outcome && Clock::now() < hard_stop) run_once(*resolver);
   if (!outcome) return std::vector<IpAddress>{};
   return std::move(*outcome);
 }

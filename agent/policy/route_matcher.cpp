@@ -45,9 +45,8 @@ bool covers(const CompiledRoute& r, const IpAddress& dst, uint16_t port) {
 Result<RouteMatcher> RouteMatcher::compile(const ::kibotos::ctrl::v1::NetworkPolicy& policy) {
   RouteMatcher m;
   for (int i = 0; i < policy.egresses_size(); ++i) {
-    auto r = compile_route(static_cast<size_t>(i), policy.egresses(i));
-    if (!r.ok()) return std::move(r).error();
-    m.routes_.push_back(std::move(*r));
+    KIB_TRY_ASSIGN(auto r, compile_route(static_cast<size_t>(i), policy.egresses(i)));
+    m.routes_.push_back(std::move(r));
   }
   return m;
 }

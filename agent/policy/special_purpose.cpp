@@ -139,9 +139,8 @@ EndpointAddressPolicy::EndpointAddressPolicy(std::vector<Cidr> exemptions) : exe
 Result<EndpointAddressPolicy> EndpointAddressPolicy::from_strings(const std::vector<std::string>& cidrs) {
   std::vector<Cidr> parsed;
   for (const auto& s : cidrs) {
-    auto c = Cidr::parse(s);
-    if (!c.ok()) return std::move(c).error();
-    parsed.push_back(*c);
+    KIB_TRY_ASSIGN(auto c, Cidr::parse(s));
+    parsed.push_back(c);
   }
   return EndpointAddressPolicy(std::move(parsed));
 }

@@ -6,19 +6,17 @@ Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev) {
   if (!rev || !rev->spec.has_socks5())
     return Error{Code::invalid_argument, "egress has no socks5 endpoint"};
   const auto& s5 = rev->spec.socks5();
-  auto hp = policy::parse_host_port(s5.address());
-  if (!hp.ok()) return std::move(hp).error();
+  KIB_TRY_ASSIGN(auto hp, policy::parse_host_port(s5.address()));
   if (s5.username().size() > 255 || s5.password().size() > 255)
     return Error{Code::invalid_argument, "socks5 username/password longer than 255 bytes"};
   auto t = std::make_shared<DialTarget>();
-  t->endpoint = std::move(hp.value());
+  t->endpoint = std::move(hp);
   t->credentials.username = s5.username();
   t->credentials.password = s5.password();
   if (s5.has_tls()) {
     const std::string& name = s5.tls().server_name().empty() ? t->endpoint.host : s5.tls().server_name();
-    auto ctx = TlsClientContext::create(name, s5.tls().ca_cert());
-    if (!ctx.ok()) return std::move(ctx).error();
-    t->tls = std::move(ctx.value());
+    KIB_TRY_ASSIGN(auto ctx, TlsClientContext::create(name, s5.tls().ca_cert()));
+    t->tls = std::move(ctx);
   }
   t->revision = std::move(rev);
   return DialTargetPtr(std::move(t));

@@ -26,21 +26,16 @@ bool is_ip_literal(const std::string& s) {
 }
 
 Status load_ca(SSL_CTX* ctx, const std::string& pem) {
-  X509_STORE* store = X509_STORE_new();
-  if (store == nullptr) return Error{Code::internal, "X509_STORE_new failed"};
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  X509StorePtr store(X509_STORE_new());
+  if (!store) return Error{Code::internal, "X509_STORE_new failed"};
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   int added = 0;
-  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
-    if (X509_STORE_add_cert(store, cert) == 1) ++added;
-    X509_free(cert);
+  while (X509Ptr cert{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)}) {
+    if (X509_STORE_add_cert(store.get(), cert.get()) == 1) ++added;
   }
-  BIO_free(bio);
   ERR_clear_error();  // the PEM loop ends on a "no start line" error
-  if (added == 0) {
-    X509_STORE_free(store);
-    return Error{Code::invalid_argument, "ca_cert holds no PEM certificate"};
-  }
-  SSL_CTX_set_cert_store(ctx, store);  // takes ownership
+  if (added == 0) return Error{Code::invalid_argument, "ca_cert holds no PEM certificate"};
+  SSL_CTX_set_cert_store(ctx, store.release());  // takes ownership
   return {};
 }
 

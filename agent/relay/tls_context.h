@@ -9,18 +9,10 @@
 #include <mutex>
 #include <string>
 
+#include "agent/common/openssl_ptr.h"
 #include "agent/common/result.h"
 
 namespace kib::relay {
-
-struct SslCtxFree {
-  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
-};
-struct SslSessionFree {
-  void operator()(SSL_SESSION* s) const { SSL_SESSION_free(s); }
-};
-using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
-using SslSessionPtr = std::unique_ptr<SSL_SESSION, SslSessionFree>;
 
 class TlsClientContext {
  public:

@@ -10,13 +10,11 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(std::shared_ptr<TlsClient
   s->ssl_.reset(SSL_new(ctx->get()));
   if (!s->ssl_) return Error{Code::resource_exhausted, "SSL_new failed"};
   SSL* ssl = s->ssl_.get();
-  s->rbio_ = BIO_new(BIO_s_mem());
-  s->wbio_ = BIO_new(BIO_s_mem());
-  if (s->rbio_ == nullptr || s->wbio_ == nullptr) {
-    BIO_free(s->rbio_);
-    BIO_free(s->wbio_);
-    return Error{Code::resource_exhausted, "BIO_new failed"};
-  }
+  BioPtr rbio(BIO_new(BIO_s_mem()));
+  BioPtr wbio(BIO_new(BIO_s_mem()));
+  if (!rbio || !wbio) return Error{Code::resource_exhausted, "BIO_new failed"};
+  s->rbio_ = rbio.release();
+  s->wbio_ = wbio.release();
   // An empty read BIO means "wait for more", not end of stream.
   BIO_set_mem_eof_return(s->rbio_, -1);
   SSL_set_bio(ssl, s->rbio_, s->wbio_);

@@ -13,10 +13,6 @@
 
 namespace kib::relay {
 
-struct SslFree {
-  void operator()(SSL* s) const { SSL_free(s); }
-};
-
 class TlsSession {
  public:
   enum class Io { ok, want_read, closed, error };
@@ -48,7 +44,7 @@ class TlsSession {
 
  private:
   Io map_error(int rc, const char* what);
-  std::unique_ptr<SSL, SslFree> ssl_;
+  SslPtr ssl_;
   BIO* rbio_ = nullptr;  // owned by ssl_
   BIO* wbio_ = nullptr;  // owned by ssl_
   std::shared_ptr<TlsClientContext> ctx_;

@@ -42,9 +42,8 @@ class MethodRegistry {
     m.request_prototype = &Req::default_instance();
     m.call = [fn = std::move(fn)](const google::protobuf::Message& req,
                                   const CallContext& ctx) -> Result<MessagePtr> {
-      auto r = fn(static_cast<const Req&>(req), ctx);
-      if (!r.ok()) return std::move(r).error();
-      return MessagePtr(new Resp(std::move(r).value()));
+      KIB_TRY_ASSIGN(auto r, fn(static_cast<const Req&>(req), ctx));
+      return MessagePtr(new Resp(std::move(r)));
     };
     methods_[path] = std::move(m);
   }

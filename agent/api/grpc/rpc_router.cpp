@@ -21,10 +21,9 @@ Result<Clock::time_point> deadline_of(const HttpRequest& req, RpcProtocol protoc
   if (protocol == RpcProtocol::connect_stream) return connect_deadline(req.header("connect-timeout-ms"), now);
   const std::string* v = req.header("grpc-timeout");
   if (v == nullptr) return Clock::time_point::max();
-  auto timeout = parse_grpc_timeout(*v);
-  if (!timeout.ok()) return std::move(timeout).error();
-  if (*timeout > Clock::time_point::max() - now) return Clock::time_point::max();
-  return now + std::chrono::duration_cast<Clock::duration>(*timeout);
+  KIB_TRY_ASSIGN(auto timeout, parse_grpc_timeout(*v));
+  if (timeout > Clock::time_point::max() - now) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(timeout);
 }
 
 // The response to a whole request over HTTP/1.1: the call's head and body at once.

@@ -13,13 +13,11 @@
 
 #include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
+#include "agent/common/c_ptr.h"
 
 namespace kib::api {
 
-struct Nghttp2SessionDel {
-  void operator()(nghttp2_session* s) const { nghttp2_session_del(s); }
-};
-using Nghttp2SessionPtr = std::unique_ptr<nghttp2_session, Nghttp2SessionDel>;
+using Nghttp2SessionPtr = CPtr<nghttp2_session_del>;
 
 class Http2Session {
  public:

@@ -41,13 +41,11 @@ Status HttpServer::start() {
     tls_ = std::make_unique<TlsContextHolder>(config_.tls);
     if (auto st = tls_->load(); !st.ok()) return Error{st.error().code, "api.tls: " + st.error().message};
   }
-  auto unix_listener = UnixListener::open(config_);
-  if (!unix_listener.ok()) return std::move(unix_listener).error();
-  unix_.emplace(std::move(*unix_listener));
+  KIB_TRY_ASSIGN(auto unix_listener, UnixListener::open(config_));
+  unix_.emplace(std::move(unix_listener));
   if (tls_) {
-    auto fd = open_tcp_listener(config_.tls.listen);
-    if (!fd.ok()) return std::move(fd).error();
-    tls_listener_ = std::move(*fd);
+    KIB_TRY_ASSIGN(auto fd, open_tcp_listener(config_.tls.listen));
+    tls_listener_ = std::move(fd);
   }
   acceptors_.emplace_back([this, fd = unix_->fd()] { accept_loop(fd, Kind::unix_socket); });
   if (tls_listener_)

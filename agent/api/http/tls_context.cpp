@@ -56,9 +56,8 @@ Result<SslCtxPtr> make_server_tls_context(const TlsListenerConfig& tls) {
 }
 
 Status TlsContextHolder::load() {
-  auto ctx = make_server_tls_context(tls_);
-  if (!ctx.ok()) return std::move(ctx).error();
-  std::shared_ptr<SSL_CTX> fresh(ctx->release(), SslCtxFree{});
+  KIB_TRY_ASSIGN(auto ctx, make_server_tls_context(tls_));
+  std::shared_ptr<SSL_CTX> fresh(ctx.release(), SslCtxPtr::deleter_type{});
   std::lock_guard lock(mu_);
   ctx_ = std::move(fresh);
   return {};

@@ -8,19 +8,11 @@
 #include <memory>
 #include <mutex>
 
+#include "agent/common/openssl_ptr.h"
 #include "agent/common/result.h"
 #include "agent/config/config.h"
 
 namespace kib::api {
-
-struct SslCtxFree {
-  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
-};
-struct SslFree {
-  void operator()(SSL* s) const { SSL_free(s); }
-};
-using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
-using SslPtr = std::unique_ptr<SSL, SslFree>;
 
 // Builds a server context from PEM files; errors name the file and OpenSSL's reason.
 Result<SslCtxPtr> make_server_tls_context(const TlsListenerConfig& tls);

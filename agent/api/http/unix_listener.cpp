@@ -70,23 +70,20 @@ Result<gid_t> lookup_group(const std::string& name) {
 Result<UnixListener> UnixListener::open(const ApiConfig& api) {
   UnixListener l;
   l.path_ = api.unix_socket;
-  auto addr = make_address(l.path_);
-  if (!addr.ok()) return std::move(addr).error();
+  KIB_TRY_ASSIGN(auto addr, make_address(l.path_));
   KIB_TRY(make_parent_dir(l.path_));
-  auto lock = take_lock(l.path_);
-  if (!lock.ok()) return std::move(lock).error();
-  l.lock_ = std::move(*lock);
-  KIB_TRY(remove_stale_socket(l.path_, *addr));
+  KIB_TRY_ASSIGN(auto lock, take_lock(l.path_));
+  l.lock_ = std::move(lock);
+  KIB_TRY(remove_stale_socket(l.path_, addr));
 
   l.fd_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!l.fd_) return errno_error("socket(AF_UNIX)");
-  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
+  if (::bind(l.fd_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
     return errno_error("cannot bind " + l.path_);
   if (::chmod(l.path_.c_str(), api.unix_socket_mode) != 0) return errno_error("cannot chmod " + l.path_);
   if (!api.unix_socket_group.empty()) {
-    auto gid = lookup_group(api.unix_socket_group);
-    if (!gid.ok()) return std::move(gid).error();
-    if (::chown(l.path_.c_str(), static_cast<uid_t>(-1), *gid) != 0) return errno_error("cannot chown " + l.path_);
+    KIB_TRY_ASSIGN(auto gid, lookup_group(api.unix_socket_group));
+    if (::chown(l.path_.c_str(), static_cast<uid_t>(-1), gid) != 0) return errno_error("cannot chown " + l.path_);
   }
   if (::listen(l.fd_.get(), 128) != 0) return errno_error("cannot listen on " + l.path_);
   return l;

@@ -25,12 +25,10 @@ Result<AgentTotals> AgentService::totals() {
   AgentTotals t;
   t.uptime_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    auto w = txn.count(store::Kind::workspace);
-    if (!w.ok()) return std::move(w).error();
-    auto e = txn.count(store::Kind::egress);
-    if (!e.ok()) return std::move(e).error();
-    t.workspaces = *w;
-    t.egresses = *e;
+    KIB_TRY_ASSIGN(auto w, txn.count(store::Kind::workspace));
+    KIB_TRY_ASSIGN(auto e, txn.count(store::Kind::egress));
+    t.workspaces = w;
+    t.egresses = e;
     return {};
   }));
   t.connections = env_.runtime.counts();
@@ -38,26 +36,24 @@ Result<AgentTotals> AgentService::totals() {
 }
 
 Result<ctrl::GetAgentResponse> AgentService::get(const ctrl::GetAgentRequest&) {
-  auto t = totals();
-  if (!t.ok()) return std::move(t).error();
+  KIB_TRY_ASSIGN(auto t, totals());
   ctrl::GetAgentResponse resp;
   ctrl::Agent* a = resp.mutable_agent();
   a->set_version(KIBOTOS_VERSION);
-  auto ns = static_cast<int64_t>(t->uptime_seconds * 1e9);
+  auto ns = static_cast<int64_t>(t.uptime_seconds * 1e9);
   a->mutable_uptime()->set_seconds(ns / 1000000000);
   a->mutable_uptime()->set_nanos(static_cast<int32_t>(ns % 1000000000));
   for (const char* f : kFeatures) a->add_features(f);
-  a->set_workspace_count(t->workspaces);
-  a->set_egress_count(t->egresses);
-  a->set_active_connections(t->connections.active_connections);
-  a->set_draining_connections(t->connections.draining_connections);
+  a->set_workspace_count(t.workspaces);
+  a->set_egress_count(t.egresses);
+  a->set_active_connections(t.connections.active_connections);
+  a->set_draining_connections(t.connections.draining_connections);
   return resp;
 }
 
 Result<std::string> AgentService::metrics_text() {
-  auto t = totals();
-  if (!t.ok()) return std::move(t).error();
-  return prometheus_text(*t, env_.runtime.metrics());
+  KIB_TRY_ASSIGN(auto t, totals());
+  return prometheus_text(t, env_.runtime.metrics());
 }
 
 void AgentService::register_methods(MethodRegistry& reg) {

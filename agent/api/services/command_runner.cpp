@@ -45,9 +45,8 @@ Result<std::string> CommandRunner::replay(std::string_view method, const std::st
                                           const std::string& fingerprint, bool& found) {
   std::optional<store::CommandRecord> rec;
   KIB_TRY(store_.read([&](store::Transaction& txn) -> Status {
-    auto r = txn.find_command(command_id);
-    if (!r.ok()) return std::move(r).error();
-    rec = std::move(r).value();
+    KIB_TRY_ASSIGN(auto r, txn.find_command(command_id));
+    rec = std::move(r);
     return {};
   }));
   // A record older than the retention may still be in the file until the next prune;

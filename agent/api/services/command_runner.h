@@ -44,9 +44,8 @@ class CommandRunner {
     auto bytes = run_serialized(
         method, request, command_id, precheck,
         [&](store::Transaction& txn) -> Result<std::string> {
-          auto r = apply(txn);
-          if (!r.ok()) return std::move(r).error();
-          return r->SerializeAsString();
+          KIB_TRY_ASSIGN(auto r, apply(txn));
+          return r.SerializeAsString();
         },
         committed, apply_key);
     if (!bytes.ok()) return std::move(bytes).error();

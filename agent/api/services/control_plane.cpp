@@ -85,8 +85,7 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
   if (!address_policy.ok())
     return Error{Code::invalid_argument,
                  "egress.allowed_special_purpose_cidrs: " + address_policy.error().message};
-  auto store = store::Store::open(config.state_dir);
-  if (!store.ok()) return std::move(store).error();
+  KIB_TRY_ASSIGN(auto store, store::Store::open(config.state_dir));
   if (!options.clock) options.clock = [] { return std::chrono::system_clock::now(); };
   if (!options.resolve) {
     policy::ResolverOptions ro;
@@ -94,7 +93,7 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
     ro.timeout = config.egress.resolve_timeout;
     options.resolve = [ro](const std::string& host) { return policy::resolve_host(host, ro); };
   }
-  return std::unique_ptr<ControlPlane>(new ControlPlaneImpl(std::move(store).value(), runtime, config,
+  return std::unique_ptr<ControlPlane>(new ControlPlaneImpl(std::move(store), runtime, config,
                                                             options.clock, std::move(options.resolve),
                                                             std::move(address_policy).value(),
                                                             options.apply_retry_interval));

@@ -14,22 +14,7 @@ namespace {
 
 constexpr const char* kService = "kibotos.ctrl.v1.EgressService/";
 
-Status require_id(const std::string& id) {
-  if (id.empty()) return Error{Code::invalid_argument, "egress_id is required"};
-  return {};
-}
-
-// Loads a non-deleted Egress or fails with not_found.
-Result<ctrl::Egress> must_load(store::Transaction& txn, const std::string& id) {
-  auto e = load_egress(txn, id);
-  if (!e.ok()) return std::move(e).error();
-  if (!e->has_value()) return egress_not_found(id);
-  return std::move(**e);
-}
-
-Status save(store::Transaction& txn, const ctrl::Egress& e) {
-  return txn.update(store::Kind::egress, e.egress_id(), e.SerializeAsString());
-}
+using Egress = ctrl::Egress;
 
 }  // namespace
 
@@ -65,8 +50,7 @@ Result<ctrl::CreateEgressResponse> EgressService::create(const ctrl::CreateEgres
     *e.mutable_annotations() = req.annotations();
     e.set_labels_revision(1);
     e.set_annotations_revision(1);
-    auto seq = txn.insert(store::Kind::egress, e.egress_id(), e.SerializeAsString());
-    if (!seq.ok()) return std::move(seq).error();
+    KIB_TRY(txn.insert(store::Kind::egress, e.egress_id(), e.SerializeAsString()));
     created = e;
     Resp resp;
     *resp.mutable_egress() = without_password(e);
@@ -77,12 +61,11 @@ Result<ctrl::CreateEgressResponse> EgressService::create(const ctrl::CreateEgres
 }
 
 Result<ctrl::GetEgressResponse> EgressService::get(const ctrl::GetEgressRequest& req) {
-  KIB_TRY(require_id(req.egress_id()));
+  KIB_TRY(require_id<Egress>(req.egress_id()));
   ctrl::GetEgressResponse resp;
   KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    auto e = must_load(txn, req.egress_id());
-    if (!e.ok()) return std::move(e).error();
-    *resp.mutable_egress() = without_password(std::move(e).value());
+    KIB_TRY_ASSIGN(auto e, must_load<Egress>(txn, req.egress_id()));
+    *resp.mutable_egress() = without_password(std::move(e));
     return {};
   }));
   return resp;
@@ -92,10 +75,9 @@ Result<ctrl::ListEgressesResponse> EgressService::list(const ctrl::ListEgressesR
   ctrl::ListEgressesResponse resp;
   ListQuery q{store::Kind::egress, "egress", req.page_size(), req.page_token(), &req.label_selector()};
   auto next = list_page(env_.store, q, [&](const store::ResourceRow& row, bool append) -> Result<bool> {
-    auto e = decode_stored<ctrl::Egress>(row);
-    if (!e.ok()) return std::move(e).error();
-    if (!selector_matches(req.label_selector(), e->labels())) return false;
-    if (append) *resp.add_egresses() = without_password(std::move(e).value());
+    KIB_TRY_ASSIGN(auto e, decode_stored<Egress>(row));
+    if (!selector_matches(req.label_selector(), e.labels())) return false;
+    if (append) *resp.add_egresses() = without_password(std::move(e));
     return true;
   });
   if (!next.ok()) return std::move(next).error();
@@ -108,17 +90,14 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
   uint32_t drain = 0;
   ctrl::Egress changed;
   auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.egress_id()));
+    KIB_TRY(require_id<Egress>(req.egress_id()));
     KIB_TRY(require_expected(req.expected_revision(), "expected_revision"));
-    auto d = drain_seconds_of(req);
-    if (!d.ok()) return std::move(d).error();
-    drain = *d;
+    KIB_TRY_ASSIGN(auto d, drain_seconds_of(req));
+    drain = d;
     return validate_spec(req.spec());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto cur = must_load(txn, req.egress_id());
-    if (!cur.ok()) return std::move(cur).error();
-    ctrl::Egress e = std::move(cur).value();
+    KIB_TRY_ASSIGN(Egress e, must_load<Egress>(txn, req.egress_id()));
     if (e.revision() != req.expected_revision())
       return Error{Code::aborted, "expected_revision " + std::to_string(req.expected_revision()) +
                                       " does not match the current revision " + std::to_string(e.revision())};
@@ -126,9 +105,8 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
     // "Equal content is idempotent and keeps the revision" (and updated_at).
     if (!same_content(e.spec(), req.spec())) {
       if (e.spec().udp_enabled() && !req.spec().udp_enabled()) {
-        auto used = txn.egress_referenced(e.egress_id(), /*udp_only=*/true);
-        if (!used.ok()) return std::move(used).error();
-        if (*used)
+        KIB_TRY_ASSIGN(auto used, txn.egress_referenced(e.egress_id(), /*udp_only=*/true));
+        if (used)
           return Error{Code::failed_precondition,
                        "udp_enabled cannot be turned off: a udp Resolver of a Workspace policy goes through "
                        "this Egress"};
@@ -149,13 +127,11 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
 
 Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgressRequest& req) {
   using Resp = ctrl::DeleteEgressResponse;
-  auto precheck = [&]() -> Status { return require_id(req.egress_id()); };
+  auto precheck = [&]() -> Status { return require_id<Egress>(req.egress_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto cur = must_load(txn, req.egress_id());
-    if (!cur.ok()) return std::move(cur).error();
-    auto used = txn.egress_referenced(req.egress_id(), /*udp_only=*/false);
-    if (!used.ok()) return std::move(used).error();
-    if (*used)
+    KIB_TRY(must_load<Egress>(txn, req.egress_id()));
+    KIB_TRY_ASSIGN(auto used, txn.egress_referenced(req.egress_id(), /*udp_only=*/false));
+    if (used)
       return Error{Code::failed_precondition, "egress " + quoted(req.egress_id()) +
                                                   " is referenced by the policy of a Workspace"};
     KIB_TRY(txn.mark_deleted(store::Kind::egress, req.egress_id()));
@@ -166,60 +142,18 @@ Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgres
 }
 
 Result<ctrl::UpdateEgressLabelsResponse> EgressService::update_labels(const ctrl::UpdateEgressLabelsRequest& req) {
-  using Resp = ctrl::UpdateEgressLabelsResponse;
-  auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.egress_id()));
-    return validate_labels(req.labels());
-  };
-  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto e = must_load(txn, req.egress_id());
-    if (!e.ok()) return std::move(e).error();
-    auto changed = replace_labels(*e, req.expected_labels_revision(), req.labels());
-    if (!changed.ok()) return std::move(changed).error();
-    if (*changed) KIB_TRY(save(txn, *e));
-    Resp resp;
-    *resp.mutable_egress() = without_password(std::move(e).value());
-    return resp;
-  };
-  return env_.commands.run<Resp>(kService + std::string("UpdateEgressLabels"), req, req.command_id(), precheck, apply);
+  return update_metadata<Egress, ctrl::UpdateEgressLabelsResponse>(
+      env_.commands, kService + std::string("UpdateEgressLabels"), req, req.egress_id());
 }
 
 Result<ctrl::UpdateEgressAnnotationsResponse> EgressService::update_annotations(
     const ctrl::UpdateEgressAnnotationsRequest& req) {
-  using Resp = ctrl::UpdateEgressAnnotationsResponse;
-  auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.egress_id()));
-    return validate_annotations(req.annotations());
-  };
-  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto e = must_load(txn, req.egress_id());
-    if (!e.ok()) return std::move(e).error();
-    auto changed = replace_annotations(*e, req.expected_annotations_revision(), req.annotations());
-    if (!changed.ok()) return std::move(changed).error();
-    if (*changed) KIB_TRY(save(txn, *e));
-    Resp resp;
-    *resp.mutable_egress() = without_password(std::move(e).value());
-    return resp;
-  };
-  return env_.commands.run<Resp>(kService + std::string("UpdateEgressAnnotations"), req, req.command_id(), precheck,
-                                 apply);
+  return update_metadata<Egress, ctrl::UpdateEgressAnnotationsResponse>(
+      env_.commands, kService + std::string("UpdateEgressAnnotations"), req, req.egress_id());
 }
 
 Status EgressService::publish_all() {
-  std::vector<ctrl::Egress> all;
-  Status failed;
-  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    return txn.scan(store::Kind::egress, 0, [&](store::ResourceRow&& row) {
-      auto e = decode_stored<ctrl::Egress>(row);
-      if (!e.ok()) {
-        failed = std::move(e).error();
-        return false;
-      }
-      all.push_back(std::move(e).value());
-      return true;
-    });
-  }));
-  if (!failed.ok()) return failed;
+  KIB_TRY_ASSIGN(auto all, load_all<Egress>(env_.store));
   for (const auto& e : all) publish(e, 0);
   return {};
 }

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "agent/common/openssl_ptr.h"
 #include "agent/policy/endpoint.h"
 #include "agent/policy/endpoint_check.h"
 
@@ -47,24 +48,17 @@ Status check_server_name(const std::string& name) {
   return {};
 }
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-
 }  // namespace
 
 Status validate_ca_cert(const std::string& pem) {
   const std::string field = "spec.socks5.tls.ca_cert";
   if (pem.size() > kMaxCaCertBytes) return invalid(field, "larger than 64 KiB");
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) return Error{Code::internal, "out of memory"};
   ERR_clear_error();
   size_t count = 0;
   for (;;) {
-    std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
     if (cert) {
       ++count;
       continue;

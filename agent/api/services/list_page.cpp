@@ -5,19 +5,17 @@
 namespace kib::api {
 
 Result<std::string> list_page(store::Store& store, const ListQuery& q, const TakeFn& take) {
-  auto size = effective_page_size(q.page_size);
-  if (!size.ok()) return std::move(size).error();
+  KIB_TRY_ASSIGN(auto size, effective_page_size(q.page_size));
   KIB_TRY(validate_labels(*q.selector, "label_selector"));
-  auto after = parse_page_token(store.page_token_secret(), q.kind_name, q.page_token, *q.selector);
-  if (!after.ok()) return std::move(after).error();
+  KIB_TRY_ASSIGN(auto after, parse_page_token(store.page_token_secret(), q.kind_name, q.page_token, *q.selector));
 
   uint32_t taken = 0;
   uint64_t last_seq = 0;
   bool more = false;
   Status failed;
   KIB_TRY(store.read([&](store::Transaction& txn) -> Status {
-    return txn.scan(q.kind, *after, [&](store::ResourceRow&& row) {
-      bool full = taken == *size;
+    return txn.scan(q.kind, after, [&](store::ResourceRow&& row) {
+      bool full = taken == size;
       auto r = take(row, !full);
       if (!r.ok()) {
         failed = std::move(r).error();

@@ -8,4 +8,15 @@ Status require_expected(uint64_t expected, const char* field) {
   return {};
 }
 
+Result<bool> replace_map(const char* name, uint64_t revision, uint64_t expected, const StringMap& wanted,
+                         StringMap& map) {
+  if (revision != expected)
+    return Error{Code::aborted, std::string("expected_") + name + "_revision " + std::to_string(expected) +
+                                    " does not match the current " + name + "_revision " +
+                                    std::to_string(revision)};
+  if (same_map(map, wanted)) return false;
+  map = wanted;
+  return true;
+}
+
 }  // namespace kib::api

@@ -7,12 +7,10 @@ namespace {
 
 template <typename M>
 Result<std::optional<M>> load(store::Transaction& txn, store::Kind kind, const std::string& id) {
-  auto row = txn.get(kind, id);
-  if (!row.ok()) return std::move(row).error();
-  if (!row->has_value()) return std::optional<M>();
-  auto m = decode_stored<M>(**row);
-  if (!m.ok()) return std::move(m).error();
-  return std::optional<M>(std::move(m).value());
+  KIB_TRY_ASSIGN(auto row, txn.get(kind, id));
+  if (!row.has_value()) return std::optional<M>();
+  KIB_TRY_ASSIGN(auto m, decode_stored<M>(*row));
+  return std::optional<M>(std::move(m));
 }
 
 }  // namespace

@@ -60,17 +60,15 @@ Status validate_policy_shape(const ctrl::NetworkPolicy& p) {
       return invalid("mode", "must be ISOLATED or PUBLIC_INTERNET");
   }
   KIB_TRY(check_limits(p));
-  auto compiled = policy::RouteMatcher::compile(p);
-  if (!compiled.ok()) return std::move(compiled).error();
+  KIB_TRY(policy::RouteMatcher::compile(p));
   return check_resolvers(p);
 }
 
 Status check_policy_refs(store::Transaction& txn, const ctrl::NetworkPolicy& p) {
   for (const auto& r : policy_refs(p)) {
-    auto e = load_egress(txn, r.egress_id);
-    if (!e.ok()) return std::move(e).error();
-    if (!e->has_value()) return egress_not_found(r.egress_id);
-    if (r.udp && !(*e)->spec().udp_enabled())
+    KIB_TRY_ASSIGN(auto e, load_egress(txn, r.egress_id));
+    if (!e.has_value()) return egress_not_found(r.egress_id);
+    if (r.udp && !e->spec().udp_enabled())
       return Error{Code::failed_precondition, "network_policy.resolvers: a udp Resolver goes through egress " +
                                                   quoted(r.egress_id) + ", which does not have udp_enabled"};
   }

@@ -18,17 +18,7 @@ namespace {
 
 constexpr const char* kService = "kibotos.ctrl.v1.WorkspaceService/";
 
-Status require_id(const std::string& id) {
-  if (id.empty()) return Error{Code::invalid_argument, "workspace_id is required"};
-  return {};
-}
-
-Result<ctrl::Workspace> must_load(store::Transaction& txn, const std::string& id) {
-  auto w = load_workspace(txn, id);
-  if (!w.ok()) return std::move(w).error();
-  if (!w->has_value()) return workspace_not_found(id);
-  return std::move(**w);
-}
+using Workspace = ctrl::Workspace;
 
 // The Workspace as stored now, in its own read; none when deleted.
 Result<std::optional<ctrl::Workspace>> load_stored(store::Store& store, const std::string& id) {
@@ -38,10 +28,6 @@ Result<std::optional<ctrl::Workspace>> load_stored(store::Store& store, const st
     return {};
   }));
   return std::move(*out);
-}
-
-Status save(store::Transaction& txn, const ctrl::Workspace& w) {
-  return txn.update(store::Kind::workspace, w.workspace_id(), w.SerializeAsString());
 }
 
 // The policy as the server keeps it: "network_policy.revision is ignored" in writes.
@@ -106,9 +92,8 @@ void WorkspaceService::refresh_netns_keys(const std::vector<ctrl::Workspace>& at
   if (now.empty()) return;
   Status st = env_.store.write([&](store::Transaction& txn) -> Status {
     for (const auto& [id, key] : now) {
-      auto stored = txn.netns_key(id);
-      if (!stored.ok()) return std::move(stored).error();
-      if (*stored == key) continue;
+      KIB_TRY_ASSIGN(auto stored, txn.netns_key(id));
+      if (stored == key) continue;
       KIB_TRY(txn.set_netns_key(id, key));
       spdlog::info("workspace {}: its path names another network namespace than the one stored; recorded", id);
     }
@@ -161,18 +146,16 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     KIB_TRY(validate_labels(req.labels()));
     KIB_TRY(validate_annotations(req.annotations()));
     KIB_TRY(validate_policy_shape(req.network_policy()));
-    auto k = network_namespace_identity(req.netns());
-    if (!k.ok()) return std::move(k).error();
-    key = *k;
+    KIB_TRY_ASSIGN(auto k, network_namespace_identity(req.netns()));
+    key = k;
     if (Status st = env_.runtime.workspace_attachable(key.dev, key.ino); !st.ok())
       return Error{st.error().code, "netns " + quoted(req.netns()) + " " + st.error().message};
     return {};
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
     KIB_TRY(check_policy_refs(txn, req.network_policy()));
-    auto attached = txn.netns_attached(key);
-    if (!attached.ok()) return std::move(attached).error();
-    if (*attached)
+    KIB_TRY_ASSIGN(auto attached, txn.netns_attached(key));
+    if (attached)
       return Error{Code::failed_precondition, "netns " + quoted(req.netns()) + " is already attached to a Workspace"};
     auto now = to_timestamp(env_.clock());
     ctrl::Workspace w;
@@ -186,28 +169,23 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     *w.mutable_annotations() = req.annotations();
     w.set_labels_revision(1);
     w.set_annotations_revision(1);
-    auto seq = txn.insert(store::Kind::workspace, w.workspace_id(), w.SerializeAsString(), key);
-    if (!seq.ok()) return std::move(seq).error();
+    KIB_TRY(txn.insert(store::Kind::workspace, w.workspace_id(), w.SerializeAsString(), key));
     KIB_TRY(txn.set_refs(w.workspace_id(), policy_refs(w.network_policy())));
     created = w;
     Resp resp;
     *resp.mutable_workspace() = w;
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(), precheck, apply,
-                                   [&] { apply_to_runtime(created, 0); });
-  if (!r.ok()) return r;
-  *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(),
+                                             precheck, apply, [&] { apply_to_runtime(created, 0); }));
 }
 
 Result<ctrl::GetWorkspaceResponse> WorkspaceService::get(const ctrl::GetWorkspaceRequest& req) {
-  KIB_TRY(require_id(req.workspace_id()));
+  KIB_TRY(require_id<Workspace>(req.workspace_id()));
   ctrl::GetWorkspaceResponse resp;
   KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    auto w = must_load(txn, req.workspace_id());
-    if (!w.ok()) return std::move(w).error();
-    *resp.mutable_workspace() = std::move(w).value();
+    KIB_TRY_ASSIGN(auto w, must_load<Workspace>(txn, req.workspace_id()));
+    *resp.mutable_workspace() = std::move(w);
     return {};
   }));
   *resp.mutable_workspace() = with_status(resp.workspace());
@@ -218,10 +196,9 @@ Result<ctrl::ListWorkspacesResponse> WorkspaceService::list(const ctrl::ListWork
   ctrl::ListWorkspacesResponse resp;
   ListQuery q{store::Kind::workspace, "workspace", req.page_size(), req.page_token(), &req.label_selector()};
   auto next = list_page(env_.store, q, [&](const store::ResourceRow& row, bool append) -> Result<bool> {
-    auto w = decode_stored<ctrl::Workspace>(row);
-    if (!w.ok()) return std::move(w).error();
-    if (!selector_matches(req.label_selector(), w->labels())) return false;
-    if (append) *resp.add_workspaces() = std::move(w).value();
+    KIB_TRY_ASSIGN(auto w, decode_stored<Workspace>(row));
+    if (!selector_matches(req.label_selector(), w.labels())) return false;
+    if (append) *resp.add_workspaces() = std::move(w);
     return true;
   });
   if (!next.ok()) return std::move(next).error();
@@ -235,17 +212,14 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
   uint32_t drain = 0;
   ctrl::Workspace changed;
   auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.workspace_id()));
+    KIB_TRY(require_id<Workspace>(req.workspace_id()));
     KIB_TRY(require_expected(req.expected_revision(), "expected_revision"));
-    auto d = drain_seconds_of(req);
-    if (!d.ok()) return std::move(d).error();
-    drain = *d;
+    KIB_TRY_ASSIGN(auto d, drain_seconds_of(req));
+    drain = d;
     return validate_policy_shape(req.network_policy());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto cur = must_load(txn, req.workspace_id());
-    if (!cur.ok()) return std::move(cur).error();
-    ctrl::Workspace w = std::move(cur).value();
+    KIB_TRY_ASSIGN(Workspace w, must_load<Workspace>(txn, req.workspace_id()));
     uint64_t revision = w.network_policy().revision();
     if (revision != req.expected_revision())
       return Error{Code::aborted, "expected_revision " + std::to_string(req.expected_revision()) +
@@ -265,33 +239,27 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
     *resp.mutable_workspace() = std::move(w);
     return resp;
   };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck,
-                                   apply,
-                                   [&] {
-                                     if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
-                                   },
-                                   // Its namespace is this Workspace's alone while it
-                                   // exists (creates and deletes, which can hand a
-                                   // namespace from one to another, stay barriers).
-                                   [&] { return req.workspace_id(); });
-  if (!r.ok()) return r;
-  *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(env_.commands.run<Resp>(
+      kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck, apply,
+      [&] {
+        if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
+      },
+      // Its namespace is this Workspace's alone while it exists (creates and deletes,
+      // which can hand a namespace from one to another, stay barriers).
+      [&] { return req.workspace_id(); }));
 }
 
 Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::DeleteWorkspaceRequest& req) {
   using Resp = ctrl::DeleteWorkspaceResponse;
   std::optional<store::PendingDetach> pending;
-  auto precheck = [&]() -> Status { return require_id(req.workspace_id()); };
+  auto precheck = [&]() -> Status { return require_id<Workspace>(req.workspace_id()); };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto cur = must_load(txn, req.workspace_id());
-    if (!cur.ok()) return std::move(cur).error();
-    auto key = txn.netns_key(req.workspace_id());
-    if (!key.ok()) return std::move(key).error();
+    KIB_TRY_ASSIGN(auto cur, must_load<Workspace>(txn, req.workspace_id()));
+    KIB_TRY_ASSIGN(auto key, txn.netns_key(req.workspace_id()));
     // Stored with the delete: a crash before the rules are removed leaves the
     // agent a note to remove them at its next start.
-    if (*key) {
-      pending = store::PendingDetach{req.workspace_id(), cur->netns(), **key};
+    if (key) {
+      pending = store::PendingDetach{req.workspace_id(), cur.netns(), *key};
       KIB_TRY(txn.add_pending_detach(*pending));
     }
     KIB_TRY(txn.mark_deleted(store::Kind::workspace, req.workspace_id()));
@@ -311,48 +279,14 @@ Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::Delet
 
 Result<ctrl::UpdateWorkspaceLabelsResponse> WorkspaceService::update_labels(
     const ctrl::UpdateWorkspaceLabelsRequest& req) {
-  using Resp = ctrl::UpdateWorkspaceLabelsResponse;
-  auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.workspace_id()));
-    return validate_labels(req.labels());
-  };
-  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto w = must_load(txn, req.workspace_id());
-    if (!w.ok()) return std::move(w).error();
-    auto changed = replace_labels(*w, req.expected_labels_revision(), req.labels());
-    if (!changed.ok()) return std::move(changed).error();
-    if (*changed) KIB_TRY(save(txn, *w));
-    Resp resp;
-    *resp.mutable_workspace() = std::move(w).value();
-    return resp;
-  };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateWorkspaceLabels"), req, req.command_id(), precheck,
-                                   apply);
-  if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(update_metadata<Workspace, ctrl::UpdateWorkspaceLabelsResponse>(
+      env_.commands, kService + std::string("UpdateWorkspaceLabels"), req, req.workspace_id()));
 }
 
 Result<ctrl::UpdateWorkspaceAnnotationsResponse> WorkspaceService::update_annotations(
     const ctrl::UpdateWorkspaceAnnotationsRequest& req) {
-  using Resp = ctrl::UpdateWorkspaceAnnotationsResponse;
-  auto precheck = [&]() -> Status {
-    KIB_TRY(require_id(req.workspace_id()));
-    return validate_annotations(req.annotations());
-  };
-  auto apply = [&](store::Transaction& txn) -> Result<Resp> {
-    auto w = must_load(txn, req.workspace_id());
-    if (!w.ok()) return std::move(w).error();
-    auto changed = replace_annotations(*w, req.expected_annotations_revision(), req.annotations());
-    if (!changed.ok()) return std::move(changed).error();
-    if (*changed) KIB_TRY(save(txn, *w));
-    Resp resp;
-    *resp.mutable_workspace() = std::move(w).value();
-    return resp;
-  };
-  auto r = env_.commands.run<Resp>(kService + std::string("UpdateWorkspaceAnnotations"), req, req.command_id(),
-                                   precheck, apply);
-  if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
-  return r;
+  return with_status(update_metadata<Workspace, ctrl::UpdateWorkspaceAnnotationsResponse>(
+      env_.commands, kService + std::string("UpdateWorkspaceAnnotations"), req, req.workspace_id()));
 }
 
 void WorkspaceService::finish_detach(const store::PendingDetach& p) {
@@ -375,13 +309,11 @@ void WorkspaceService::finish_detach(const store::PendingDetach& p) {
 Status WorkspaceService::finish_pending_detaches() {
   std::vector<store::PendingDetach> pending;
   KIB_TRY(env_.store.write([&](store::Transaction& txn) -> Status {
-    auto all = txn.pending_detaches();
-    if (!all.ok()) return std::move(all).error();
-    for (auto& p : *all) {
+    KIB_TRY_ASSIGN(auto all, txn.pending_detaches());
+    for (auto& p : all) {
       // A Workspace created on that namespace since holds its rules now: leave them.
-      auto held = txn.netns_attached(p.key);
-      if (!held.ok()) return std::move(held).error();
-      if (*held) {
+      KIB_TRY_ASSIGN(auto held, txn.netns_attached(p.key));
+      if (held) {
         KIB_TRY(txn.remove_pending_detach(p.workspace_id));
       } else {
         pending.push_back(std::move(p));
@@ -404,20 +336,7 @@ Status WorkspaceService::publish_all() {
   // First what deleted Workspaces may have left: their namespaces are nobody's.
   if (Status st = finish_pending_detaches(); !st.ok())
     spdlog::warn("removing the rules of deleted Workspaces: {}", st.error().message);
-  std::vector<ctrl::Workspace> all;
-  Status failed;
-  KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
-    return txn.scan(store::Kind::workspace, 0, [&](store::ResourceRow&& row) {
-      auto w = decode_stored<ctrl::Workspace>(row);
-      if (!w.ok()) {
-        failed = std::move(w).error();
-        return false;
-      }
-      all.push_back(std::move(w).value());
-      return true;
-    });
-  }));
-  if (!failed.ok()) return failed;
+  KIB_TRY_ASSIGN(auto all, load_all<Workspace>(env_.store));
   std::vector<Runtime::Restoring> restoring;
   restoring.reserve(all.size());
   for (const auto& w : all) restoring.push_back({w.workspace_id(), w.netns(), w.network_policy()});

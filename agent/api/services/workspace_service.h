@@ -56,6 +56,12 @@ class WorkspaceService {
   // the runtime's own report has none.
   ctrl::NetworkPolicyStatus status_of(const std::string& workspace_id) const;
   ctrl::Workspace with_status(ctrl::Workspace w) const;
+  // A write's response with its Workspace's live status (not stored: the runtime's).
+  template <typename Resp>
+  Result<Resp> with_status(Result<Resp> r) const {
+    if (r.ok()) *r->mutable_workspace() = with_status(r->workspace());
+    return r;
+  }
 
   struct ApplyError {
     std::string message;

@@ -13,7 +13,7 @@ using kib::policy::IpAddress;
 namespace {
 
 GuestOrigin udp_guest(uint16_t port, const char* asked = "192.0.2.53") {
-  return GuestOrigin{{*IpAddress::parse("10.0.0.2"), port}, {*IpAddress::parse(asked), 53}, 0};
+  return GuestOrigin{SocketAddress::from(*IpAddress::parse("10.0.0.2"), port), SocketAddress::from(*IpAddress::parse(asked), 53), 0};
 }
 
 QueryMuxOptions opts(size_t resolvers, size_t cap = 4096) {
@@ -57,7 +57,7 @@ TEST_CASE("the query ID is rewritten upstream and the guest's ID and origin rest
   auto out = mux.answer(0, resolve(*d), t0 + 1ms);
   REQUIRE(out.deliveries.size() == 1);
   CHECK(read_id(out.deliveries[0].message) == 0x1111);
-  CHECK(out.deliveries[0].origin.guest.port == 5000);
+  CHECK(out.deliveries[0].origin.guest.port() == 5000);
   CHECK(out.deliveries[0].origin.asked == udp_guest(5000).asked);
   CHECK(mux.in_flight() == 0);
   CHECK(mux.counters().queries == 1);
@@ -78,8 +78,8 @@ TEST_CASE("two guests asking with the same ID get their own answers") {
   auto oa = mux.answer(0, resolve(*da), t0);
   REQUIRE(oa.deliveries.size() == 1);
   REQUIRE(ob.deliveries.size() == 1);
-  CHECK(oa.deliveries[0].origin.guest.port == 1000);
-  CHECK(ob.deliveries[0].origin.guest.port == 2000);
+  CHECK(oa.deliveries[0].origin.guest.port() == 1000);
+  CHECK(ob.deliveries[0].origin.guest.port() == 2000);
   CHECK(read_id(oa.deliveries[0].message) == 1);
   CHECK(oa.deliveries[0].message[kHeaderSize + 1] == 'a');
   CHECK(ob.deliveries[0].message[kHeaderSize + 1] == 'b');
@@ -253,7 +253,7 @@ TEST_CASE("a thousand queries in flight all get their own answer") {
   for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
     auto out = mux.answer(0, resolve(*it), t0);
     REQUIRE(out.deliveries.size() == 1);
-    CHECK(out.deliveries[0].origin.guest.port == 10000 + read_id(out.deliveries[0].message));
+    CHECK(out.deliveries[0].origin.guest.port() == 10000 + read_id(out.deliveries[0].message));
     ++delivered;
   }
   CHECK(delivered == 1000);

@@ -11,7 +11,7 @@ using kib::policy::IpAddress;
 
 namespace {
 
-SocketAddress asked(const char* ip) { return SocketAddress{*IpAddress::parse(ip), 53}; }
+SocketAddress asked(const char* ip) { return SocketAddress::from(*IpAddress::parse(ip), 53); }
 
 }  // namespace
 
@@ -60,15 +60,12 @@ TEST_CASE("a link-local address on two links is two reply sockets, each bound wi
     opened.push_back(a);
     return kib::UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
   });
-  SocketAddress on2 = asked("fe80::1"), on3 = asked("fe80::1");
-  on2.scope_id = 2;
-  on3.scope_id = 3;
+  const auto fe80 = *IpAddress::parse("fe80::1");
+  const SocketAddress on2 = SocketAddress::from(fe80, 53, 2), on3 = SocketAddress::from(fe80, 53, 3);
   REQUIRE(cache.get(on2).ok());
   REQUIRE(cache.get(on3).ok());
   REQUIRE(cache.get(on2).ok());
   REQUIRE(opened.size() == 2);
-  sockaddr_storage ss{};
-  opened[1].to_sockaddr(ss);
-  CHECK(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_scope_id == 3);
-  CHECK(SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&ss)) == on3);
+  CHECK(opened[1].v6.sin6_scope_id == 3);
+  CHECK(SocketAddress::from_sockaddr(&opened[1].sa) == on3);
 }

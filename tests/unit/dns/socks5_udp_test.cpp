@@ -8,7 +8,7 @@ using kib::policy::IpAddress;
 
 namespace {
 
-SocketAddress addr(const char* ip, uint16_t port) { return SocketAddress{*IpAddress::parse(ip), port}; }
+SocketAddress addr(const char* ip, uint16_t port) { return SocketAddress::from(*IpAddress::parse(ip), port); }
 
 kib::policy::EndpointAddressPolicy lab_policy() {
   return *kib::policy::EndpointAddressPolicy::from_strings({"10.0.0.0/8", "fd00::/8"});
