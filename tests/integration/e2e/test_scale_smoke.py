@@ -311,6 +311,12 @@ def test_300_workspaces_and_held_connections_past_5000_fds_then_create_update_de
         for wid, i in ((main_id, 1), *((w, i) for i, w in enumerate(ids[:UPDATED]))):
             w = e2e.get_workspace(agent, wid)
             assert e2e.num(e2e.field(w, "network_policy"), "revision") == 2, w
+        # The updates ran on several clients at once (writes of different Workspaces
+        # apply in parallel): each namespace's table is its own new policy.
+        extra = lab.internet_v4(11)
+        stale = [p for p in paths[:UPDATED]
+                 if extra not in netns_pool.run_in(p, "nft list table inet kibotos").stdout]
+        assert not stale, stale[:5]
         # The held connections survived all of it, and new ones are still relayed.
         st = e2e.egress_status(e2e.policy_status(agent, main_id), eid)
         assert e2e.num(st, "active_connections") == total, st
