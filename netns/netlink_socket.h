@@ -15,18 +15,13 @@
 #include <memory>
 #include <string>
 
+#include "agent/common/c_ptr.h"
 #include "agent/common/errno_error.h"
 #include "agent/common/result.h"
 
 namespace kib::netns {
 
-// unique_ptr deleter calling a libnl free/put function.
-template <auto Fn>
-struct NlDeleter {
-  template <typename T>
-  void operator()(T* p) const { Fn(p); }
-};
-using NlSocket = std::unique_ptr<nl_sock, NlDeleter<nl_socket_free>>;
+using NlSocket = CPtr<nl_socket_free>;
 
 // The kernel's answer to the last failed request on a socket, as libnl would lose it:
 // libnl folds the errno into its own codes (EACCES becomes "No Access") and drops the

@@ -14,7 +14,7 @@
 namespace kib::netns {
 namespace {
 
-using NlMsg = std::unique_ptr<nl_msg, NlDeleter<nlmsg_free>>;
+using NlMsg = CPtr<nlmsg_free>;
 
 int on_generation(nl_msg* msg, void* arg) {
   nlattr* tb[NFTA_GEN_MAX + 1] = {};

@@ -4,15 +4,13 @@
 
 #include <memory>
 
+#include "agent/common/c_ptr.h"
 #include "netns/nft_generation.h"
 
 namespace kib::netns {
 namespace {
 
-struct NftCtxFree {
-  void operator()(nft_ctx* ctx) const { nft_ctx_free(ctx); }
-};
-using NftCtx = std::unique_ptr<nft_ctx, NftCtxFree>;
+using NftCtx = CPtr<nft_ctx_free>;
 
 std::string trim(const char* s) {
   std::string out = s ? s : "";

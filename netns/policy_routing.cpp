@@ -29,10 +29,10 @@ namespace {
 constexpr int kLoopbackIfindex = 1;  // LOOPBACK_IFINDEX: lo is always 1
 constexpr int kMaxDuplicateRules = 16;
 
-using RuleObj = std::unique_ptr<rtnl_rule, NlDeleter<rtnl_rule_put>>;
-using RouteObj = std::unique_ptr<rtnl_route, NlDeleter<rtnl_route_put>>;
-using LinkObj = std::unique_ptr<rtnl_link, NlDeleter<rtnl_link_put>>;
-using AddrObj = std::unique_ptr<nl_addr, NlDeleter<nl_addr_put>>;
+using RuleObj = CPtr<rtnl_rule_put>;
+using RouteObj = CPtr<rtnl_route_put>;
+using LinkObj = CPtr<rtnl_link_put>;
+using AddrObj = CPtr<nl_addr_put>;
 
 // A route socket that keeps the kernel's own errno and message for error texts.
 struct RouteSocket {
@@ -196,7 +196,7 @@ Status remove_family(RouteSocket& rs, int family, const RoutingParams& p) {
   return {};
 }
 
-using CacheObj = std::unique_ptr<nl_cache, NlDeleter<nl_cache_free>>;
+using CacheObj = CPtr<nl_cache_free>;
 
 bool has_rule(nl_cache* rules, int family, const RoutingParams& p) {
   for (nl_object* o = nl_cache_get_first(rules); o; o = nl_cache_get_next(o)) {

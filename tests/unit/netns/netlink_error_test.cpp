@@ -51,7 +51,7 @@ TEST_CASE("a real kernel refusal is recorded with its errno") {
   capture_kernel_errors(sk->get(), &kernel);
   // Deleting an interface index nobody has: refused (ENODEV as root, EPERM without
   // CAP_NET_ADMIN), so nothing changes on the host.
-  std::unique_ptr<rtnl_link, NlDeleter<rtnl_link_put>> link(rtnl_link_alloc());
+  CPtr<rtnl_link_put> link(rtnl_link_alloc());
   REQUIRE(link);
   rtnl_link_set_ifindex(link.get(), 0x7ffffff0);
   int err = rtnl_link_delete(sk->get(), link.get());
