@@ -18,10 +18,13 @@ uint64_t Loop::monotonic_ms() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
-Loop::Loop(uint64_t now) : timers_(now), now_ms_(now) {}
+Loop::Loop(std::function<uint64_t()> clock)
+    : clock_(clock ? std::move(clock) : std::function<uint64_t()>(&Loop::monotonic_ms)),
+      now_ms_(clock_()),
+      timers_(now_ms_) {}
 
 Result<std::unique_ptr<Loop>> Loop::create(const LoopOptions& opts) {
-  std::unique_ptr<Loop> l(new Loop(monotonic_ms()));
+  std::unique_ptr<Loop> l(new Loop(opts.clock));
   io_uring_params p{};
   // Completions run only when this thread asks for them: fewer interrupts, no IPIs.
   p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
@@ -57,16 +60,13 @@ io_uring_sqe* Loop::sqe(Completion* owner, unsigned tag) {
     io_uring_submit(&ring_);
     s = io_uring_get_sqe(&ring_);
   }
-  io_uring_sqe_set_data64(s, 0);
-  // The prep helpers overwrite user_data; callers set it through this after prep.
-  s->user_data = encode_user_data(owner, tag);
+  io_uring_sqe_set_data64(s, owner == nullptr ? 0 : encode_user_data(owner, tag));
   return s;
 }
 
 void Loop::cancel(Completion* owner, unsigned tag) {
   io_uring_sqe* s = sqe(nullptr, 0);
-  io_uring_prep_cancel64(s, encode_user_data(owner, tag), 0);
-  io_uring_sqe_set_data64(s, 0);  // the cancel's own CQE is ignored
+  io_uring_prep_cancel64(s, encode_user_data(owner, tag), 0);  // its own CQE: user_data 0
 }
 
 // Both run inline, in order, when submitted (neither can block), so a later SQE
@@ -78,19 +78,16 @@ void Loop::close_slot(int slot, bool reset) {
     io_uring_sqe* s = sqe(nullptr, 0);
     prep_setsockopt_direct(s, slot, SOL_SOCKET, SO_LINGER, &kReset, sizeof kReset);
     s->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    io_uring_sqe_set_data64(s, 0);
   }
   io_uring_sqe* s = sqe(nullptr, 0);
   io_uring_prep_close_direct(s, static_cast<unsigned>(slot));
   s->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  io_uring_sqe_set_data64(s, 0);
   slots_.put(slot);
 }
 
 void Loop::arm_wakeup() {
   io_uring_sqe* s = sqe(this, kWakeTag);
   io_uring_prep_read(s, event_fd_.get(), &event_value_, sizeof event_value_, 0);
-  io_uring_sqe_set_data64(s, encode_user_data(this, kWakeTag));
 }
 
 void Loop::arm_tick() {
@@ -98,7 +95,6 @@ void Loop::arm_tick() {
   tick_ts_.tv_nsec = static_cast<long>(TimerWheel::kTickMs) * 1000000;
   io_uring_sqe* s = sqe(this, kTickTag);
   io_uring_prep_timeout(s, &tick_ts_, 0, 0);
-  io_uring_sqe_set_data64(s, encode_user_data(this, kTickTag));
   tick_armed_ = true;
 }
 
@@ -147,7 +143,7 @@ void Loop::run_once() {
   {
     if (!timers_.empty() && !tick_armed_) arm_tick();
     io_uring_submit_and_wait(&ring_, 1);
-    now_ms_ = monotonic_ms();
+    now_ms_ = clock_();
     io_uring_cqe* cqe;
     unsigned head;
     unsigned n = 0;
@@ -164,31 +160,13 @@ void Loop::run_once() {
 
 void Loop::give_back(uint16_t bid) {
   buffers_->give_back(bid);
-  if (waiters_first_ != nullptr) {
-    BufferWaiter* w = waiters_first_;
-    stop_waiting(*w);
-    w->on_buffer_available();
-  }
+  if (BufferWaiter* w = waiters_.pop_front()) w->on_buffer_available();
 }
 
 void Loop::wait_for_buffer(BufferWaiter& w) {
-  if (w.queued_) return;
-  w.queued_ = true;
-  w.next_ = nullptr;
-  w.prev_ = waiters_last_;
-  if (waiters_last_ != nullptr) waiters_last_->next_ = &w;
-  else waiters_first_ = &w;
-  waiters_last_ = &w;
+  if (!w.waiting()) waiters_.push_back(w);
 }
 
-void Loop::stop_waiting(BufferWaiter& w) {
-  if (!w.queued_) return;
-  if (w.prev_ != nullptr) w.prev_->next_ = w.next_;
-  else waiters_first_ = w.next_;
-  if (w.next_ != nullptr) w.next_->prev_ = w.prev_;
-  else waiters_last_ = w.prev_;
-  w.prev_ = w.next_ = nullptr;
-  w.queued_ = false;
-}
+void Loop::stop_waiting(BufferWaiter& w) { w.unlink(); }
 
 }  // namespace kib::uring

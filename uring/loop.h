@@ -17,6 +17,7 @@
 #include "uring/buffer_ring.h"
 #include "uring/completion.h"
 #include "uring/file_slots.h"
+#include "uring/intrusive_list.h"
 #include "uring/timer_wheel.h"
 
 namespace kib::uring {
@@ -32,22 +33,19 @@ struct LoopOptions {
   // Direct-descriptor slots (FileSlots) for sockets the loop opens itself; 0: plain
   // fds only. At most RLIMIT_NOFILE's soft limit (else the loop gets none).
   uint32_t file_slots = 0;
+  // Monotonic milliseconds; empty: CLOCK_MONOTONIC. Tests pass a clock they step, so
+  // that timers (idle, drain, handshake) fire without waiting for them in real time.
+  std::function<uint64_t()> clock;
 };
 
 // Something waiting for a provided buffer after a recv failed with ENOBUFS.
-class BufferWaiter {
+class BufferWaiter : public ListNode<BufferWaiter> {
  public:
   virtual void on_buffer_available() = 0;
-  bool waiting() const { return queued_; }
+  bool waiting() const { return linked(); }
 
  protected:
   ~BufferWaiter() = default;
-
- private:
-  friend class Loop;
-  BufferWaiter* prev_ = nullptr;
-  BufferWaiter* next_ = nullptr;
-  bool queued_ = false;
 };
 
 class Loop final : private Completion {
@@ -58,7 +56,9 @@ class Loop final : private Completion {
   Loop(const Loop&) = delete;
   Loop& operator=(const Loop&) = delete;
 
-  // An SQE to fill; submits pending ones when the SQ is full. Never null.
+  // An SQE to fill, its user_data already encode_user_data(owner, tag) (owner null:
+  // 0, a CQE nobody reads); submits pending ones when the SQ is full. Never null.
+  // liburing's prep helpers leave user_data alone (they clear flags: set those after).
   io_uring_sqe* sqe(Completion* owner, unsigned tag);
   // Cancels every in-flight operation of owner with that tag (its CQE still comes).
   void cancel(Completion* owner, unsigned tag);
@@ -73,6 +73,7 @@ class Loop final : private Completion {
   void request_stop();
   bool stop_requested() const { return stop_.load(std::memory_order_acquire); }
 
+  // The loop's clock (LoopOptions::clock), read once per run_once().
   uint64_t now_ms() const { return now_ms_; }
   static uint64_t monotonic_ms();
   TimerWheel& timers() { return timers_; }
@@ -89,7 +90,7 @@ class Loop final : private Completion {
 
  private:
   enum Tag : unsigned { kWakeTag = 1, kTickTag = 2 };
-  Loop(uint64_t now);
+  explicit Loop(std::function<uint64_t()> clock);
   void complete(unsigned tag, int32_t res, uint32_t flags) override;
   void arm_wakeup();
   void arm_tick();
@@ -102,16 +103,16 @@ class Loop final : private Completion {
   std::unique_ptr<BufferRing> buffers_;
   FileSlots slots_;
   BufferPool pool_{16384 + 512};
-  TimerWheel timers_;
+  std::function<uint64_t()> clock_;
   uint64_t now_ms_;
+  TimerWheel timers_;
   bool tick_armed_ = false;
   __kernel_timespec tick_ts_{};
   std::atomic<bool> stop_{false};
   std::mutex posted_mu_;
   std::vector<std::function<void()>> posted_;
   std::atomic<bool> wake_pending_{false};
-  BufferWaiter* waiters_first_ = nullptr;
-  BufferWaiter* waiters_last_ = nullptr;
+  IntrusiveList<BufferWaiter> waiters_;
 };
 
 }  // namespace kib::uring

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <memory>
 
+#include "uring/intrusive_list.h"
+
 namespace kib::uring {
 
 class Timer;
+class TimerWheel;
 
 class TimerHandler {
  public:
@@ -19,22 +22,19 @@ class TimerHandler {
 };
 
 // Embedded in its owner. Destroying an armed Timer unlinks it.
-class Timer {
+class Timer : public ListNode<Timer> {
  public:
   explicit Timer(TimerHandler* h = nullptr) : handler_(h) {}
   ~Timer() { cancel(); }
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
 
-  bool armed() const { return prev_ != nullptr; }
+  bool armed() const { return linked(); }
   uint64_t deadline_ms() const { return deadline_ms_; }
   void cancel();
 
  private:
   friend class TimerWheel;
   TimerHandler* handler_;
-  Timer* prev_ = nullptr;  // non-null while linked (points to the slot head or a node)
-  Timer* next_ = nullptr;
+  TimerWheel* wheel_ = nullptr;  // while armed
   uint64_t deadline_ms_ = 0;
 };
 
@@ -56,7 +56,7 @@ class TimerWheel {
  private:
   friend class Timer;
   void unlink(Timer& t);
-  std::unique_ptr<Timer[]> heads_;  // sentinel per slot (handler null)
+  std::unique_ptr<IntrusiveList<Timer>[]> slots_;
   uint64_t current_tick_;
   size_t count_ = 0;
 };

@@ -6,54 +6,44 @@
 
 namespace kib::dataplane {
 
-// One watched c-ares socket. Freed only after its poll's CQE: a watch c-ares has
-// dropped (or whose interest changed) is cancelled first and becomes an orphan.
-class LoopResolver::Watch final : public uring::Completion {
+// One watched c-ares socket (c-ares owns the fd). Freed only after its poll's CQE: a
+// watch c-ares has dropped is closed (its poll cancelled) and frees itself on release.
+class LoopResolver::Watch final : private uring::OpOwner {
  public:
-  Watch(LoopResolver& r, int fd) : r_(&r), loop_(r.loop_), in_flight_(r.polls_in_flight_), fd_(fd) {}
+  Watch(LoopResolver& r, int fd) : uring::OpOwner(r.loop_), r_(&r), in_flight_(r.polls_in_flight_), fd_(fd) {}
   void set(bool read, bool write) {
     read_ = read;
     write_ = write;
-    if (armed_) loop_.cancel(this, 0);  // re-armed with the new mask on its CQE
+    if (in_flight(kPoll)) cancel_op(kPoll);  // re-armed with the new mask on its CQE
     else arm();
   }
+  // The resolver may be gone before the CQE. Deletes this (now or on release).
   void orphan() {
-    orphan_ = true;
-    r_ = nullptr;  // the resolver may be gone before the CQE
-    if (armed_) loop_.cancel(this, 0);
-    else delete this;
+    r_ = nullptr;
+    close_ops();
   }
   void arm() {
     unsigned mask = (read_ ? POLLIN : 0) | (write_ ? POLLOUT : 0);
     if (mask == 0) return;
-    io_uring_sqe* s = loop_.sqe(this, 0);
+    io_uring_sqe* s = start_op(kPoll);
     io_uring_prep_poll_add(s, fd_, mask);
-    io_uring_sqe_set_data64(s, uring::encode_user_data(this, 0));
-    armed_ = true;
     ++*in_flight_;
   }
   int fd() const { return fd_; }
-  bool reads() const { return read_; }
-  bool writes() const { return write_; }
 
  private:
-  void complete(unsigned, int32_t res, uint32_t) override {
-    armed_ = false;
+  enum Tag : unsigned { kPoll = 0 };
+  void on_complete(unsigned, int32_t res, uint32_t) override {
     --*in_flight_;
-    if (orphan_) {
-      delete this;
-      return;
-    }
-    r_->on_ready(*this, res);
+    if (r_ != nullptr) r_->on_ready(*this, res);
   }
+  void on_released() override { delete this; }
+
   LoopResolver* r_;
-  uring::Loop& loop_;
   std::shared_ptr<size_t> in_flight_;
   int fd_;
   bool read_ = false;
   bool write_ = false;
-  bool armed_ = false;
-  bool orphan_ = false;
 };
 
 Result<std::unique_ptr<LoopResolver>> LoopResolver::create(uring::Loop& loop,

@@ -8,6 +8,7 @@
 
 #include "agent/policy/async_resolver.h"
 #include "uring/loop.h"
+#include "uring/op_owner.h"
 
 namespace kib::dataplane {
 

@@ -15,10 +15,10 @@ namespace kib::dataplane {
 
 namespace {
 
-void reset_and_close(int fd) {
-  linger l{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  ::close(fd);
+// Refuses an accepted guest connection with an RST.
+void reset_and_close(UniqueFd fd) {
+  uring::SocketHandle h(std::move(fd));
+  h.reset_on_close();
 }
 
 constexpr uint64_t kAcceptPauseMs = 200;
@@ -37,55 +37,55 @@ void log_accept_pause_once(int err) {
 // when the upstream one is not a direct descriptor). A socket (not a dup) also finds
 // a full system file table (ENFILE).
 bool room_for_a_connection() {
-  int a = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int b = a >= 0 ? ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-  if (a >= 0) ::close(a);
-  if (b >= 0) ::close(b);
-  return b >= 0;
+  UniqueFd a(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd b(a ? ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1);
+  return b.valid();
 }
 
 }  // namespace
 
 // Multishot accept on one transparent listener. Paused (timer) when the process or
-// the system is out of fds, then re-armed.
-class Listener final : private uring::Completion, private uring::TimerHandler {
+// the system is out of fds, then re-armed. The listening socket is shared by every
+// loop's Listener of the workspace.
+class Listener final : private uring::OpOwner, private uring::TimerHandler {
  public:
   Listener(Worker& w, Worker::LoopWorkspace& ws, uring::Loop& loop, std::shared_ptr<UniqueFd> fd)
-      : worker_(w), ws_(ws), loop_(loop), fd_(std::move(fd)), timer_(this) {}
+      : uring::OpOwner(loop), worker_(w), ws_(ws), fd_(std::move(fd)), timer_(this) {}
   void arm() {
-    if (closing_ || armed_) return;
-    io_uring_sqe* s = loop_.sqe(this, 0);
+    if (closing() || in_flight(kAccept)) return;
+    io_uring_sqe* s = start_op(kAccept);
     io_uring_prep_multishot_accept(s, fd_->get(), nullptr, nullptr, SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(s, uring::encode_user_data(this, 0));
-    armed_ = true;
   }
   void close() {
-    closing_ = true;
     timer_.cancel();
-    if (armed_) loop_.cancel(this, 0);
+    close_ops();  // may release: nothing after it
   }
-  bool idle() const { return !armed_; }
+  bool released() const { return released_; }
   // Out of descriptors or memory (accept's own error, or a dial's socket()): stop
   // accepting; queued guests wait in the backlog instead of being accepted and reset.
   void pause(int err) {
     log_accept_pause_once(err);
-    if (closing_ || paused_) return;
+    if (closing() || paused_) return;
     paused_ = true;
     loop_.timers().arm(timer_, loop_.now_ms() + kAcceptPauseMs);
-    if (armed_) loop_.cancel(this, 0);
+    cancel_op(kAccept);
   }
 
  private:
-  void complete(unsigned, int32_t res, uint32_t flags) override {
-    if (!(flags & IORING_CQE_F_MORE)) armed_ = false;
+  enum Tag : unsigned { kAccept = 0 };
+  void on_complete(unsigned, int32_t res, uint32_t) override {
     if (res >= 0) {
-      if (closing_) ::close(res);
-      else worker_.on_accept(ws_, res);
-    } else if (!closing_ && (res == -EMFILE || res == -ENFILE || res == -ENOMEM || res == -ENOBUFS)) {
+      UniqueFd conn(res);
+      if (!closing()) worker_.on_accept(ws_, std::move(conn));
+    } else if (!closing() && (res == -EMFILE || res == -ENFILE || res == -ENOMEM || res == -ENOBUFS)) {
       return pause(-res);
     }
-    if (closing_) return worker_.maybe_free(&ws_);
-    if (!armed_ && !paused_) arm();
+    if (!in_flight(kAccept) && !paused_) arm();
+  }
+  // The workspace (which owns this) may be freed here: nothing after it.
+  void on_released() override {
+    released_ = true;
+    worker_.maybe_free(&ws_);
   }
   void on_timer(uring::Timer&) override {
     // "resume" once resources returned; until then stay paused.
@@ -96,18 +96,16 @@ class Listener final : private uring::Completion, private uring::TimerHandler {
 
   Worker& worker_;
   Worker::LoopWorkspace& ws_;
-  uring::Loop& loop_;
   std::shared_ptr<UniqueFd> fd_;
   uring::Timer timer_;
-  bool armed_ = false;
-  bool closing_ = false;
   bool paused_ = false;
+  bool released_ = false;
 };
 
 struct Worker::LoopWorkspace {
   WorkspacePlanPtr plan;
   std::vector<std::unique_ptr<Listener>> listeners;
-  relay::RelayConnection* head = nullptr;
+  uring::IntrusiveList<relay::RelayConnection, relay::OwnerListTag> connections_list;
   size_t connections = 0;
   bool retired = false;
   std::unordered_map<std::string, std::shared_ptr<EgressStats>> stats;
@@ -177,11 +175,9 @@ void Worker::publish_egress(relay::DialTargetPtr target, uint32_t drain_seconds)
     egresses_[id] = target;
     // "connections through older revisions get a deadline now + drain_seconds"
     for (auto& [wid, ws] : workspaces_) {
-      for (auto* c = ws->head; c != nullptr;) {
-        auto* next = c->next;
-        if (c->target().egress_id() == id && c->target().revision_number() < rev) drain(*c, drain_seconds);
-        c = next;
-      }
+      ws->connections_list.for_each([&](relay::RelayConnection& c) {
+        if (c.target().egress_id() == id && c.target().revision_number() < rev) drain(c, drain_seconds);
+      });
     }
     host_.ack_egress(index_, id, rev);
   });
@@ -192,11 +188,9 @@ void Worker::delete_egress(const std::string& egress_id) {
     egresses_.erase(egress_id);
     // "Connections still draining through the Egress are closed at once."
     for (auto& [wid, ws] : workspaces_) {
-      for (auto* c = ws->head; c != nullptr;) {
-        auto* next = c->next;
-        if (c->target().egress_id() == egress_id) c->abort();
-        c = next;
-      }
+      ws->connections_list.for_each([&](relay::RelayConnection& c) {
+        if (c.target().egress_id() == egress_id) c.abort();
+      });
     }
   });
 }
@@ -216,15 +210,13 @@ void Worker::apply_workspace(WorkspacePlanPtr plan, std::shared_ptr<UniqueFd> v4
     } else {
       slot->plan = plan;
       // "connections the new policy no longer routes through the same Egress drain"
-      for (auto* c = slot->head; c != nullptr;) {
-        auto* next = c->next;
-        const auto d = c->original_dst();
+      slot->connections_list.for_each([&](relay::RelayConnection& c) {
+        const auto d = c.original_dst();
         auto ip = policy::IpAddress::from_sockaddr(&d.sa);
         uint16_t port = ntohs(d.sa.sa_family == AF_INET6 ? d.v6.sin6_port : d.v4.sin_port);
         auto idx = plan->routes.match(ip, port);
-        if (!idx || plan->routes.routes()[*idx].egress_id != c->target().egress_id()) drain(*c, drain_seconds);
-        c = next;
-      }
+        if (!idx || plan->routes.routes()[*idx].egress_id != c.target().egress_id()) drain(c, drain_seconds);
+      });
     }
     host_.ack_policy(index_, plan->id, plan->policy_revision);
   });
@@ -241,23 +233,22 @@ void Worker::remove_workspace(const std::string& workspace_id) {
   loop_->post(run);
 }
 
+// Marked retired only once every listener and connection was told to close: a
+// release that comes at once (nothing in flight) must not free the workspace while
+// this still walks its listeners and connections.
 void Worker::retire(std::unique_ptr<LoopWorkspace> ws) {
   LoopWorkspace* raw = ws.get();
-  raw->retired = true;
   retired_.push_back(std::move(ws));
   for (auto& l : raw->listeners) l->close();
-  for (auto* c = raw->head; c != nullptr;) {
-    auto* next = c->next;
-    c->abort();
-    c = next;
-  }
+  raw->connections_list.for_each([](relay::RelayConnection& c) { c.abort(); });
+  raw->retired = true;
   maybe_free(raw);
 }
 
 void Worker::maybe_free(LoopWorkspace* ws) {
   if (!ws->retired || ws->connections != 0) return;
   for (auto& l : ws->listeners)
-    if (!l->idle()) return;
+    if (!l->released()) return;
   auto it = std::find_if(retired_.begin(), retired_.end(), [ws](auto& p) { return p.get() == ws; });
   if (it != retired_.end()) retired_.erase(it);
 }
@@ -268,23 +259,23 @@ EgressStats& Worker::stats_for(LoopWorkspace& ws, const std::string& egress_id) 
   return *p;
 }
 
-void Worker::on_accept(LoopWorkspace& ws, int fd) {
+void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
   relay::SocketAddress dst{};
   socklen_t len = sizeof dst;
   // TPROXY keeps the original destination as the accepted socket's local address.
-  if (getsockname(fd, &dst.sa, &len) != 0) return reset_and_close(fd);
+  if (getsockname(fd.get(), &dst.sa, &len) != 0) return reset_and_close(std::move(fd));
   WorkspaceStats& wstats = *ws.plan->stats;
   if (opts_.total_connections->load(std::memory_order_relaxed) >= opts_.max_connections ||
       wstats.connections.load(std::memory_order_relaxed) >= opts_.max_connections_per_workspace) {
     wstats.refused_over_limit.fetch_add(1, std::memory_order_relaxed);
-    return reset_and_close(fd);
+    return reset_and_close(std::move(fd));
   }
   auto ip = policy::IpAddress::from_sockaddr(&dst.sa);
   uint16_t port = ntohs(dst.sa.sa_family == AF_INET6 ? dst.v6.sin6_port : dst.v4.sin_port);
   auto idx = ws.plan->routes.match(ip, port);
   if (!idx) {
     wstats.refused_uncovered.fetch_add(1, std::memory_order_relaxed);
-    return reset_and_close(fd);
+    return reset_and_close(std::move(fd));
   }
   const std::string& egress_id = ws.plan->routes.routes()[*idx].egress_id;
   auto eit = egresses_.find(egress_id);
@@ -292,13 +283,11 @@ void Worker::on_accept(LoopWorkspace& ws, int fd) {
   if (eit == egresses_.end()) {
     es.dial_failures.fetch_add(1, std::memory_order_relaxed);
     es.set_error("egress " + egress_id + " is not published to the data plane");
-    return reset_and_close(fd);
+    return reset_and_close(std::move(fd));
   }
-  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, fd, eit->second);
+  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, std::move(fd), eit->second);
   c->owner_context = &ws;
-  c->next = ws.head;
-  if (ws.head != nullptr) ws.head->prev = c;
-  ws.head = c;
+  ws.connections_list.push_front(*c);
   ++ws.connections;
   wstats.connections.fetch_add(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
@@ -353,9 +342,7 @@ void Worker::on_closed(relay::RelayConnection& c) {
 
 void Worker::on_released(relay::RelayConnection& c) {
   auto* ws = static_cast<LoopWorkspace*>(c.owner_context);
-  if (c.prev != nullptr) c.prev->next = c.next;
-  else ws->head = c.next;
-  if (c.next != nullptr) c.next->prev = c.prev;
+  c.uring::ListNode<relay::OwnerListTag>::unlink();
   --ws->connections;
   delete &c;
   maybe_free(ws);

@@ -71,7 +71,7 @@ class Worker final : private relay::ConnectionObserver {
 
   // Loop-thread internals (used by Listener).
   struct LoopWorkspace;
-  void on_accept(LoopWorkspace& ws, int fd);
+  void on_accept(LoopWorkspace& ws, UniqueFd fd);
   void maybe_free(LoopWorkspace* ws);
 
  private:

@@ -13,7 +13,7 @@ constexpr size_t kMaxUnsentAnswerBytes = 256 * 1024;
 }  // namespace
 
 GuestSocket::GuestSocket(uring::Loop& loop, GuestEvents& events, UniqueFd fd, size_t* live)
-    : loop_(loop), events_(&events), fd_(std::move(fd)), live_(live) {
+    : uring::OpOwner(loop), events_(&events), socket_(std::move(fd)), live_(live) {
   if (live_) ++*live_;
 }
 
@@ -22,19 +22,13 @@ GuestSocket::~GuestSocket() {
 }
 
 void GuestSocket::close() {
-  if (closed_) return;
-  closed_ = true;
+  if (closing()) return;
   events_ = nullptr;
-  for (unsigned tag = 0; tag < 8; ++tag)
-    if ((inflight_ >> tag) & 1u) loop_.cancel(this, tag);
-  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
-  op_done(8);
+  if (socket_.fd() >= 0) ::shutdown(socket_.fd(), SHUT_RDWR);
+  close_ops();  // may release: nothing after it
 }
 
-void GuestSocket::op_done(unsigned tag) {
-  if (tag < 8) inflight_ &= static_cast<uint8_t>(~(1u << tag));
-  if (!closed_ || inflight_ != 0 || released_) return;
-  released_ = true;
+void GuestSocket::on_released() {
   loop_.post([this] { delete this; });
 }
 
@@ -61,14 +55,11 @@ void GuestUdpListener::arm() {
   msg_.msg_iovlen = 1;
   msg_.msg_control = control_.data();
   msg_.msg_controllen = control_.size();
-  io_uring_sqe* sqe = loop_.sqe(this, 0);
-  io_uring_prep_recvmsg(sqe, fd_.get(), &msg_, 0);
-  sqe->user_data = uring::encode_user_data(this, 0);
-  submitted(0);
+  io_uring_sqe* sqe = start_op(0);
+  io_uring_prep_recvmsg(sqe, socket_.fd(), &msg_, 0);
 }
 
-void GuestUdpListener::complete(unsigned tag, int32_t res, uint32_t) {
-  op_done(tag);
+void GuestUdpListener::on_complete(unsigned, int32_t res, uint32_t) {
   if (closed()) return;
   if (res >= 0 && (msg_.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0) {
     const SocketAddress guest = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&src_));
@@ -98,18 +89,16 @@ GuestPtr<GuestTcpListener> GuestTcpListener::start(uring::Loop& loop, GuestEvent
 
 void GuestTcpListener::arm() {
   peer_len_ = sizeof peer_;
-  io_uring_sqe* sqe = loop_.sqe(this, 0);
-  io_uring_prep_accept(sqe, fd_.get(), reinterpret_cast<sockaddr*>(&peer_), &peer_len_,
+  io_uring_sqe* sqe = start_op(0);
+  io_uring_prep_accept(sqe, socket_.fd(), reinterpret_cast<sockaddr*>(&peer_), &peer_len_,
                        SOCK_CLOEXEC | SOCK_NONBLOCK);
-  sqe->user_data = uring::encode_user_data(this, 0);
-  submitted(0);
 }
 
-void GuestTcpListener::complete(unsigned tag, int32_t res, uint32_t) {
-  op_done(tag);
+void GuestTcpListener::on_complete(unsigned, int32_t res, uint32_t) {
+  // Owned at once: a connection accepted as the listener closes is closed, not leaked.
+  UniqueFd conn(res >= 0 ? res : -1);
   if (closed()) return;
-  if (res >= 0) {
-    UniqueFd conn(res);
+  if (conn) {
     sockaddr_storage local{};
     socklen_t len = sizeof local;
     if (getsockname(conn.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
@@ -132,10 +121,8 @@ GuestPtr<GuestTcpConnection> GuestTcpConnection::start(uring::Loop& loop, GuestE
 }
 
 void GuestTcpConnection::arm_recv() {
-  io_uring_sqe* sqe = loop_.sqe(this, kRecv);
-  io_uring_prep_recv(sqe, fd_.get(), buf_.data(), buf_.size(), 0);
-  sqe->user_data = uring::encode_user_data(this, kRecv);
-  submitted(kRecv);
+  io_uring_sqe* sqe = start_op(kRecv);
+  io_uring_prep_recv(sqe, socket_.fd(), buf_.data(), buf_.size(), 0);
 }
 
 void GuestTcpConnection::send_answer(ByteView message) {
@@ -153,24 +140,18 @@ void GuestTcpConnection::query_finished() {
 void GuestTcpConnection::flush() {
   if (!sending_.empty() || out_.empty()) return;
   sending_.swap(out_);
-  io_uring_sqe* sqe = loop_.sqe(this, kSend);
-  io_uring_prep_send(sqe, fd_.get(), sending_.data(), sending_.size(), MSG_NOSIGNAL);
-  sqe->user_data = uring::encode_user_data(this, kSend);
-  submitted(kSend);
+  io_uring_sqe* sqe = start_op(kSend);
+  io_uring_prep_send(sqe, socket_.fd(), sending_.data(), sending_.size(), MSG_NOSIGNAL);
 }
 
 void GuestTcpConnection::finish(bool reset) {
   if (finished_) return;
   finished_ = true;
-  if (reset) {
-    linger l{1, 0};
-    setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  }
+  if (reset) socket_.reset_on_close();
   events_->on_guest_tcp_closed(id_);  // the owner closes us
 }
 
-void GuestTcpConnection::complete(unsigned tag, int32_t res, uint32_t) {
-  op_done(tag);
+void GuestTcpConnection::on_complete(unsigned tag, int32_t res, uint32_t) {
   if (closed()) return;
   if (tag == kSend) {
     if (res < 0) return finish(true);

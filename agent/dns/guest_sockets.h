@@ -17,6 +17,8 @@
 #include "agent/dns/socket_address.h"
 #include "agent/dns/tcp_framing.h"
 #include "uring/loop.h"
+#include "uring/op_owner.h"
+#include "uring/socket_handle.h"
 
 namespace kib::dns {
 
@@ -35,26 +37,22 @@ class GuestEvents {
   ~GuestEvents() = default;
 };
 
-class GuestSocket : protected uring::Completion {
+class GuestSocket : protected uring::OpOwner {
  public:
   void close();
 
  protected:
   GuestSocket(uring::Loop& loop, GuestEvents& events, UniqueFd fd, size_t* live);
   virtual ~GuestSocket();
-  void op_done(unsigned tag);
-  void submitted(unsigned tag) { inflight_ |= static_cast<uint8_t>(1u << tag); }
-  bool closed() const { return closed_; }
+  bool closed() const { return closing(); }
+  // Deleted from the loop, not here: close() may run inside the owner's own event.
+  void on_released() override;
 
-  uring::Loop& loop_;
   GuestEvents* events_;
-  UniqueFd fd_;
+  uring::SocketHandle socket_;
 
  private:
   size_t* live_;
-  uint8_t inflight_ = 0;
-  bool closed_ = false;
-  bool released_ = false;
 };
 
 struct GuestSocketCloser {
@@ -71,7 +69,7 @@ class GuestUdpListener final : public GuestSocket {
  private:
   using GuestSocket::GuestSocket;
   void arm();
-  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_complete(unsigned tag, int32_t res, uint32_t flags) override;
 
   msghdr msg_{};
   iovec iov_{};
@@ -88,7 +86,7 @@ class GuestTcpListener final : public GuestSocket {
  private:
   using GuestSocket::GuestSocket;
   void arm();
-  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_complete(unsigned tag, int32_t res, uint32_t flags) override;
 
   sockaddr_storage peer_{};
   socklen_t peer_len_ = 0;
@@ -116,7 +114,7 @@ class GuestTcpConnection final : public GuestSocket {
   void arm_recv();
   void flush();
   void finish(bool reset);
-  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_complete(unsigned tag, int32_t res, uint32_t flags) override;
 
   uint64_t id_;
   FrameReassembler frames_;

@@ -16,14 +16,13 @@ namespace {
 constexpr size_t kMaxQueued = 1024;            // queries waiting for the association
 constexpr size_t kSocksHeaderRoom = 3 + 1 + 255 + 2;
 
-class UdpChannel final : public UpstreamChannel, private uring::Completion, private StreamEvents {
+class UdpChannel final : public UpstreamChannel, private uring::OpOwner, private StreamEvents {
  public:
   UdpChannel(const StreamContext& ctx, ChannelEvents& events, size_t resolver, StreamRoute route)
-      : ctx_(ctx), events_(&events), resolver_(resolver), route_(std::move(route)) {
+      : uring::OpOwner(ctx.loop), ctx_(ctx), events_(&events), resolver_(resolver), route_(std::move(route)) {
     if (ctx_.live_objects) ++*ctx_.live_objects;
   }
   ~UdpChannel() override {
-    if (fd_ >= 0) ::close(fd_);
     if (ctx_.live_objects) --*ctx_.live_objects;
   }
 
@@ -35,8 +34,8 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   }
 
   Status send(ByteView query) override {
-    if (closed_ || failed_) return make_error(Code::unavailable, "channel broken: " + failure_);
-    if (fd_ < 0) {
+    if (closing() || failed_) return make_error(Code::unavailable, "channel broken: " + failure_);
+    if (!socket_.valid()) {
       if (queued_.size() >= kMaxQueued) return {};  // dropped: the query times out
       queued_.emplace_back(query.begin(), query.end());
       return {};
@@ -45,31 +44,30 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   }
 
   void close() override {
-    if (closed_) return;
-    closed_ = true;
+    if (closing()) return;
     events_ = nullptr;
     control_.reset();
-    if (recv_in_flight_) ctx_.loop.cancel(this, 0);
-    maybe_release();
+    close_ops();  // may release: nothing after it
   }
 
   std::string state() const override {
-    if (fd_ >= 0) return route_.egress ? "associated" : "ready";
+    if (socket_.valid()) return route_.egress ? "associated" : "ready";
     return "associating";
   }
-  std::string relay_address() const override { return fd_ >= 0 && route_.egress ? relay_.to_string() : ""; }
+  std::string relay_address() const override { return socket_.valid() && route_.egress ? relay_.to_string() : ""; }
 
  private:
   Status open_socket(const SocketAddress& peer) {
-    fd_ = ::socket(peer.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd_ < 0) return errno_error("DNS upstream socket", errno, Code::unavailable);
+    socket_ = uring::SocketHandle(UniqueFd(::socket(peer.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)));
+    const int fd = socket_.fd();
+    if (fd < 0) return errno_error("DNS upstream socket", errno, Code::unavailable);
     // Answers to a burst of queries arrive together.
     int bytes = 4 << 20;
-    if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
-      (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+      (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
     // Connected: the kernel drops datagrams from any other source, and an ICMP
     // "port unreachable" comes back as ECONNREFUSED (fast failover).
-    if (::connect(fd_, &peer.sa, peer.length()) != 0)
+    if (::connect(fd, &peer.sa, peer.length()) != 0)
       return errno_error("connect DNS upstream " + peer.to_string(), errno, Code::unavailable);
     arm_recv();
     return {};
@@ -82,29 +80,26 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
       append_socks5_udp_datagram(framed, route_.resolver, query);
       wire = framed;
     }
-    if (::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL) >= 0) return {};
+    if (::send(socket_.fd(), wire.data(), wire.size(), MSG_NOSIGNAL) >= 0) return {};
     const int err = errno;
     if (err == EAGAIN || err == ENOBUFS) return {};  // dropped like on the wire
     return errno_error("send to " + route_.resolver.to_string(), err, Code::unavailable);
   }
 
   void arm_recv() {
-    io_uring_sqe* sqe = ctx_.loop.sqe(this, 0);
-    io_uring_prep_recv(sqe, fd_, buf_.data(), buf_.size(), 0);
-    sqe->user_data = uring::encode_user_data(this, 0);
-    recv_in_flight_ = true;
+    io_uring_sqe* sqe = start_op(0);
+    io_uring_prep_recv(sqe, socket_.fd(), buf_.data(), buf_.size(), 0);
   }
 
-  void complete(unsigned, int32_t res, uint32_t) override {
-    recv_in_flight_ = false;
-    if (closed_) return maybe_release();
+  void on_complete(unsigned, int32_t res, uint32_t) override {
+    if (closing()) return;
     if (res < 0) {
       if (res == -EINTR || res == -EAGAIN) return arm_recv();
       return fail(std::string("recv from ") + (route_.egress ? "relay " + relay_.to_string() : route_.resolver.to_string()) +
                   ": " + strerror(-res));
     }
     on_datagram(ByteView(buf_.data(), static_cast<size_t>(res)));
-    if (!closed_) arm_recv();
+    if (!closing()) arm_recv();
   }
 
   void on_datagram(ByteView d) {
@@ -136,15 +131,14 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   }
 
   void fail(const std::string& reason) {
-    if (closed_ || failed_) return;
+    if (closing() || failed_) return;
     failed_ = true;
     failure_ = reason;
     events_->on_channel_failed(resolver_, reason);
   }
 
-  void maybe_release() {
-    if (!closed_ || recv_in_flight_ || released_) return;
-    released_ = true;
+  // Deleted from the loop, not here: close() may run inside a caller's own event.
+  void on_released() override {
     ctx_.loop.post([this] { delete this; });
   }
 
@@ -154,10 +148,7 @@ class UdpChannel final : public UpstreamChannel, private uring::Completion, priv
   StreamRoute route_;
   StreamPtr control_;
   SocketAddress relay_;
-  int fd_ = -1;
-  bool recv_in_flight_ = false;
-  bool closed_ = false;
-  bool released_ = false;
+  uring::SocketHandle socket_;
   bool failed_ = false;
   std::string failure_;
   std::deque<Bytes> queued_;

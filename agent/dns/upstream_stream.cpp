@@ -18,12 +18,11 @@ UpstreamStream* UpstreamStream::create(const StreamContext& ctx, StreamEvents& e
 }
 
 UpstreamStream::UpstreamStream(const StreamContext& ctx, StreamEvents& events, StreamRoute route)
-    : ctx_(ctx), events_(&events), route_(std::move(route)), timer_(this) {
+    : uring::OpOwner(ctx.loop), ctx_(ctx), events_(&events), route_(std::move(route)), timer_(this) {
   if (ctx_.live_objects) ++*ctx_.live_objects;
 }
 
 UpstreamStream::~UpstreamStream() {
-  if (fd_ >= 0) ::close(fd_);
   if (ctx_.live_objects) --*ctx_.live_objects;
 }
 
@@ -43,7 +42,7 @@ void UpstreamStream::advance(relay::EgressDial::Step step) {
   using Step = relay::EgressDial::Step;
   switch (step) {
     case Step::resolve:
-      inflight_ |= 1u << kResolve;
+      hold(kResolve);
       return ctx_.resolve(dial_->host(),
                           [this](Result<std::vector<policy::IpAddress>> r) { on_resolved(std::move(r)); });
     case Step::connect: return connect_now();
@@ -54,26 +53,23 @@ void UpstreamStream::advance(relay::EgressDial::Step step) {
 }
 
 void UpstreamStream::on_resolved(Result<std::vector<policy::IpAddress>> addrs) {
-  inflight_ &= static_cast<uint8_t>(~(1u << kResolve));
-  if (phase_ == Phase::closed) return maybe_release();
+  if (phase_ == Phase::closed) return unhold(kResolve);  // may release: nothing after it
+  unhold(kResolve);
   advance(dial_->on_resolved(std::move(addrs)));
 }
 
 void UpstreamStream::connect_now() {
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
   const relay::SocketAddress& peer = dial_->peer();
-  fd_ = ::socket(peer.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd_ < 0) return advance(dial_->on_connected(errno));
+  socket_ = uring::SocketHandle(UniqueFd(::socket(peer.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)));
+  if (!socket_.valid()) return advance(dial_->on_connected(errno));
   int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(socket_.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   phase_ = Phase::connecting;
   connect_timed_out_ = false;
   // One deadline per address for the connect and the handshake after it.
   ctx_.loop.timers().arm(timer_, ctx_.loop.now_ms() + ctx_.handshake_ms);
-  io_uring_sqe* sqe = ctx_.loop.sqe(this, kConnect);
-  io_uring_prep_connect(sqe, fd_, &peer.sa, peer.length());
-  sqe->user_data = uring::encode_user_data(this, kConnect);
-  inflight_ |= 1u << kConnect;
+  io_uring_sqe* sqe = start_op(kConnect);
+  io_uring_prep_connect(sqe, socket_.fd(), &peer.sa, peer.length());
 }
 
 void UpstreamStream::on_connected(int32_t res) {
@@ -131,26 +127,21 @@ void UpstreamStream::flush() {
       out_.resize(at + tls_->take_out(out_.data() + at, out_.size() - at));
     }
   }
-  if (in_flight(kSend) || out_.empty() || fd_ < 0 || phase_ == Phase::closed) return;
+  if (in_flight(kSend) || out_.empty() || !socket_.valid() || phase_ == Phase::closed) return;
   sending_.swap(out_);
   out_.clear();
   send_off_ = 0;
-  io_uring_sqe* sqe = ctx_.loop.sqe(this, kSend);
-  io_uring_prep_send(sqe, fd_, sending_.data(), sending_.size(), MSG_NOSIGNAL);
-  sqe->user_data = uring::encode_user_data(this, kSend);
-  inflight_ |= 1u << kSend;
+  io_uring_sqe* sqe = start_op(kSend);
+  io_uring_prep_send(sqe, socket_.fd(), sending_.data(), sending_.size(), MSG_NOSIGNAL);
 }
 
 void UpstreamStream::arm_recv() {
-  io_uring_sqe* sqe = ctx_.loop.sqe(this, kRecv);
-  io_uring_prep_recv(sqe, fd_, in_.data(), in_.size(), 0);
-  sqe->user_data = uring::encode_user_data(this, kRecv);
-  inflight_ |= 1u << kRecv;
+  io_uring_sqe* sqe = start_op(kRecv);
+  io_uring_prep_recv(sqe, socket_.fd(), in_.data(), in_.size(), 0);
 }
 
-void UpstreamStream::complete(unsigned tag, int32_t res, uint32_t) {
-  inflight_ &= static_cast<uint8_t>(~(1u << tag));
-  if (phase_ == Phase::closed) return maybe_release();
+void UpstreamStream::on_complete(unsigned tag, int32_t res, uint32_t) {
+  if (phase_ == Phase::closed) return;
   switch (tag) {
     case kConnect: return on_connected(res);
     case kSend:
@@ -215,7 +206,7 @@ void UpstreamStream::on_timer(uring::Timer&) {
   if (phase_ == Phase::closed || phase_ == Phase::ready) return;
   if (in_flight(kConnect)) {
     connect_timed_out_ = true;
-    ctx_.loop.cancel(this, kConnect);  // its CQE tries the next address
+    cancel_op(kConnect);  // its CQE tries the next address
     return;
   }
   advance(dial_->on_timeout());
@@ -233,16 +224,13 @@ void UpstreamStream::close() {
   phase_ = Phase::closed;
   events_ = nullptr;
   timer_.cancel();
-  for (unsigned tag : {kConnect, kRecv, kSend})
-    if (in_flight(tag)) ctx_.loop.cancel(this, tag);
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);  // wakes a pending recv at once
-  maybe_release();
+  if (socket_.fd() >= 0) ::shutdown(socket_.fd(), SHUT_RDWR);  // wakes a pending recv at once
+  close_ops();
 }
 
-void UpstreamStream::maybe_release() {
-  if (phase_ != Phase::closed || inflight_ != 0) return;
+// Deleted from the loop, not here: close() may run inside a caller's own event.
+void UpstreamStream::on_released() {
   ctx_.loop.post([this] { delete this; });
-  inflight_ = 0xff;  // never posted twice
 }
 
 }  // namespace kib::dns

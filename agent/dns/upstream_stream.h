@@ -22,6 +22,8 @@
 #include "agent/relay/egress_dial.h"
 #include "agent/relay/tls_session.h"
 #include "uring/loop.h"
+#include "uring/op_owner.h"
+#include "uring/socket_handle.h"
 
 namespace kib::dns {
 
@@ -64,7 +66,7 @@ struct StreamCloser {
 // Owns a stream until it is closed (closing hands it to itself).
 using StreamPtr = std::unique_ptr<UpstreamStream, StreamCloser>;
 
-class UpstreamStream final : private uring::Completion, private uring::TimerHandler {
+class UpstreamStream final : private uring::OpOwner, private uring::TimerHandler {
  public:
   // Events may come from start() already: store the pointer first.
   static UpstreamStream* create(const StreamContext& ctx, StreamEvents& events, StreamRoute route);
@@ -82,7 +84,8 @@ class UpstreamStream final : private uring::Completion, private uring::TimerHand
 
   UpstreamStream(const StreamContext& ctx, StreamEvents& events, StreamRoute route);
   ~UpstreamStream();
-  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_released() override;
   void on_timer(uring::Timer& t) override;
 
   void advance(relay::EgressDial::Step step);
@@ -96,16 +99,13 @@ class UpstreamStream final : private uring::Completion, private uring::TimerHand
   void flush();
   void arm_recv();
   void fail(const std::string& reason);
-  void maybe_release();
-  bool in_flight(unsigned tag) const { return (inflight_ >> tag) & 1u; }
 
   const StreamContext& ctx_;
   StreamEvents* events_;
   StreamRoute route_;
   uring::Timer timer_;
-  int fd_ = -1;
+  uring::SocketHandle socket_;
   Phase phase_ = Phase::resolving;
-  uint8_t inflight_ = 0;
   bool connect_timed_out_ = false;
   std::unique_ptr<relay::EgressDial> dial_;  // until ready
   std::unique_ptr<relay::TlsSession> tls_;

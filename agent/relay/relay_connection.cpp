@@ -23,44 +23,27 @@ namespace {
 // Out of descriptors or socket memory: the owner stops accepting for a while.
 bool is_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
-void set_reset_on_close(int fd) {
-  if (fd < 0) return;
-  linger l{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-}
-
 }  // namespace
 
 RelayConnection::RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts,
-                                 int guest_fd, DialTargetPtr target)
-    : loop_(loop),
+                                 UniqueFd guest_fd, DialTargetPtr target)
+    : uring::OpOwner(loop),
       obs_(obs),
       timeouts_(timeouts),
       target_(std::move(target)),
       timer_(this),
-      guest_fd_(guest_fd) {}
+      guest_(std::move(guest_fd)) {}
 
 SocketAddress RelayConnection::original_dst() const {
   // TPROXY keeps the guest's original destination as the accepted socket's address.
   SocketAddress a{};
   socklen_t len = sizeof a;
-  if (getsockname(guest_fd_, &a.sa, &len) != 0) a.sa.sa_family = AF_UNSPEC;
+  if (getsockname(guest_.fd(), &a.sa, &len) != 0) a.sa.sa_family = AF_UNSPEC;
   return a;
 }
 
-RelayConnection::~RelayConnection() {
-  if (guest_fd_ >= 0) ::close(guest_fd_);
-  close_upstream(reset_);
-}
-
-void RelayConnection::aim(io_uring_sqe* s, int side) const {
-  if (side == kUp && up_slot_ >= 0) {
-    s->fd = up_slot_;
-    s->flags |= IOSQE_FIXED_FILE;
-  } else {
-    s->fd = fd(side);
-  }
-}
+// The sockets close with their handles (an RST when the close was a reset).
+RelayConnection::~RelayConnection() = default;
 
 void RelayConnection::start(const SocketAddress& original_dst) {
   dial_ = std::make_unique<EgressDial>(
@@ -73,8 +56,8 @@ void RelayConnection::start(const SocketAddress& original_dst) {
 }
 
 void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) {
-  clear_in_flight(kResolve);
-  if (phase_ == Phase::closing) return maybe_release();
+  if (phase_ == Phase::closing) return unhold(kResolve);  // may release: nothing after it
+  unhold(kResolve);
   advance(dial_->on_resolved(std::move(addrs)));
 }
 
@@ -83,7 +66,7 @@ void RelayConnection::advance(EgressDial::Step step) {
   switch (step) {
     case EgressDial::Step::resolve:
       phase_ = Phase::resolving;
-      set_in_flight(kResolve);
+      hold(kResolve);
       return obs_.resolve(*this, dial_->host());
     case EgressDial::Step::connect: return connect_next();
     case EgressDial::Step::exchange:
@@ -100,18 +83,16 @@ void RelayConnection::advance(EgressDial::Step step) {
 }
 
 void RelayConnection::connect_next() {
-  close_upstream(false);
+  up_.close();
   socket_error_ = 0;
   connect_timed_out_ = false;
   if (!open_upstream()) return;
   phase_ = Phase::connecting;
   phase_deadline_ = loop_.now_ms() + timeouts_.connect_ms;
   rearm_timer();
-  io_uring_sqe* s = loop_.sqe(this, kConnect);
+  io_uring_sqe* s = start_op(kConnect);
   io_uring_prep_connect(s, -1, &dial_->peer().sa, dial_->peer().length());
-  aim(s, kUp);
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, kConnect));
-  set_in_flight(kConnect);
+  up_.aim(s);
 }
 
 // Into a direct-descriptor slot when the loop has one free: the socket and its
@@ -120,16 +101,13 @@ void RelayConnection::connect_next() {
 bool RelayConnection::open_upstream() {
   static const int kOne = 1;
   const int family = dial_->peer().sa.sa_family;
-  up_slot_ = loop_.slots().take();
-  if (up_slot_ >= 0) {
-    io_uring_sqe* s = loop_.sqe(this, kSocket);
-    io_uring_prep_socket_direct(s, family, SOCK_STREAM, IPPROTO_TCP, static_cast<unsigned>(up_slot_), 0);
-    io_uring_sqe_set_data64(s, uring::encode_user_data(this, kSocket));
-    set_in_flight(kSocket);
+  if (const int slot = loop_.slots().take(); slot >= 0) {
+    up_ = uring::SocketHandle::in_slot(loop_, slot);
+    io_uring_sqe* s = start_op(kSocket);
+    io_uring_prep_socket_direct(s, family, SOCK_STREAM, IPPROTO_TCP, static_cast<unsigned>(slot), 0);
     s = loop_.sqe(nullptr, 0);
-    uring::prep_setsockopt_direct(s, up_slot_, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof kOne);
+    uring::prep_setsockopt_direct(s, slot, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof kOne);
     s->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    io_uring_sqe_set_data64(s, 0);
     return true;
   }
   int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
@@ -139,14 +117,9 @@ bool RelayConnection::open_upstream() {
     advance(dial_->on_connected(err));
     return false;
   }
-  up_fd_ = fd;
+  up_ = uring::SocketHandle(UniqueFd(fd));
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &kOne, sizeof kOne);
   return true;
-}
-
-void RelayConnection::close_upstream(bool reset) {
-  if (up_fd_ >= 0) ::close(std::exchange(up_fd_, -1));
-  if (up_slot_ >= 0) loop_.close_slot(std::exchange(up_slot_, -1), reset);
 }
 
 // A slot's socket has no inline shutdown: IORING_OP_SHUTDOWN always runs in an io-wq
@@ -156,8 +129,8 @@ void RelayConnection::close_upstream(bool reset) {
 // (out of fds) does the io-wq op run, tracked so that the slot is neither closed nor
 // reused under it.
 void RelayConnection::shutdown_up() {
-  if (up_fd_ >= 0) {
-    ::shutdown(up_fd_, SHUT_WR);
+  if (up_.fd() >= 0) {
+    ::shutdown(up_.fd(), SHUT_WR);
     return;
   }
   if (flow_[kUp].shut) return;
@@ -169,22 +142,18 @@ void RelayConnection::shutdown_up() {
 }
 
 void RelayConnection::shutdown_up_in_worker() {
-  io_uring_sqe* s = loop_.sqe(this, kShutdown);
-  io_uring_prep_shutdown(s, up_slot_, SHUT_WR);
+  io_uring_sqe* s = start_op(kShutdown);
+  io_uring_prep_shutdown(s, up_.slot(), SHUT_WR);
   s->flags |= IOSQE_FIXED_FILE;
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, kShutdown));
-  set_in_flight(kShutdown);
 }
 
 // Splice works on fds: the slot's socket gets one, once; bytes keep moving by copy
 // until it comes (and for good if it cannot, e.g. out of fds).
 void RelayConnection::ask_plain_fd() {
-  if (asked_plain_fd_ || up_slot_ < 0) return;
+  if (asked_plain_fd_ || up_.slot() < 0) return;
   asked_plain_fd_ = true;
-  io_uring_sqe* s = loop_.sqe(this, kInstall);
-  uring::prep_fixed_fd_install(s, up_slot_);
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, kInstall));
-  set_in_flight(kInstall);
+  io_uring_sqe* s = start_op(kInstall);
+  uring::prep_fixed_fd_install(s, up_.slot());
 }
 
 void RelayConnection::on_connected(int32_t res) {
@@ -215,13 +184,11 @@ void RelayConnection::arm_recv(int side) {
   unsigned tag = recv_tag(side);
   if (in_flight(tag) || phase_ == Phase::closing) return;
   if (flow_[side].pipe) return splice_flow(side);
-  io_uring_sqe* s = loop_.sqe(this, tag);
+  io_uring_sqe* s = start_op(tag);
   io_uring_prep_recv(s, -1, nullptr, loop_.buffers().buffer_size(), 0);
-  aim(s, side);
+  socket(side).aim(s);
   s->flags |= IOSQE_BUFFER_SELECT;
   s->buf_group = loop_.buffers().group_id();
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
-  set_in_flight(tag);
 }
 
 // A recv that filled a whole buffer means more is queued: the flow is bulk, and
@@ -230,9 +197,9 @@ void RelayConnection::arm_recv(int side) {
 void RelayConnection::maybe_start_splice(int side, uint32_t received) {
   Flow& f = flow_[side];
   if (f.pipe || tls_ || received < loop_.buffers().buffer_size()) return;
-  if (up_fd_ < 0) return ask_plain_fd();
+  if (up_.fd() < 0) return ask_plain_fd();
   if (!nonblocking_) {
-    if (!set_nonblocking(guest_fd_) || !set_nonblocking(up_fd_)) return;
+    if (!set_nonblocking(guest_.fd()) || !set_nonblocking(up_.fd())) return;
     nonblocking_ = true;
   }
   f.pipe = SplicePipe::open();
@@ -286,10 +253,8 @@ void RelayConnection::arm_coalesce(int side) {
   set_receive_lowat(side, static_cast<uint32_t>(gather_target(rcvbuf)));
   g.gathered = 0;
   g.ts = {0, static_cast<long long>(g.wait_us) * 1000};
-  io_uring_sqe* s = loop_.sqe(this, recv_tag(side));
+  io_uring_sqe* s = start_op(recv_tag(side));
   io_uring_prep_timeout(s, &g.ts, 0, 0);
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, recv_tag(side)));
-  set_in_flight(recv_tag(side));
 }
 
 // While a flow waits on a timer its source's unread bytes grow, and Linux delays the
@@ -306,20 +271,16 @@ void RelayConnection::set_receive_lowat(int side, uint32_t bytes) {
 }
 
 void RelayConnection::arm_poll(int side, unsigned tag, unsigned mask) {
-  io_uring_sqe* s = loop_.sqe(this, tag);
+  io_uring_sqe* s = start_op(tag);
   io_uring_prep_poll_add(s, -1, mask);
-  aim(s, side);
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
-  set_in_flight(tag);
+  socket(side).aim(s);
 }
 
 void RelayConnection::submit_send(int side, const uint8_t* data, uint32_t len, bool more) {
   unsigned tag = send_tag(side);
-  io_uring_sqe* s = loop_.sqe(this, tag);
+  io_uring_sqe* s = start_op(tag);
   io_uring_prep_send(s, -1, data, len, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
-  aim(s, side);
-  io_uring_sqe_set_data64(s, uring::encode_user_data(this, tag));
-  set_in_flight(tag);
+  socket(side).aim(s);
 }
 
 void RelayConnection::release_flow_buffer(Flow& f) {
@@ -332,12 +293,13 @@ void RelayConnection::release_flow_buffer(Flow& f) {
   f.more = false;
 }
 
-void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
-  clear_in_flight(tag);
+// The operation's bit is clear already; while closing, OpOwner releases after the
+// last CQE.
+void RelayConnection::on_complete(unsigned tag, int32_t res, uint32_t flags) {
   // A splicing flow's waits: POLLIN on its source (recv tag), POLLOUT on its
   // destination (the destination's send tag).
   auto splice_ready = [&](int side) {
-    if (phase_ == Phase::closing) return maybe_release();
+    if (phase_ == Phase::closing) return;
     if (res < 0 && res != -ETIME) return close(true);  // -ETIME: a coalescing wait ended
     splice_flow(side);
   };
@@ -351,21 +313,21 @@ void RelayConnection::complete(unsigned tag, int32_t res, uint32_t flags) {
       if (std::exchange(flow_[kGuest].out_poll, false)) return splice_ready(kGuest);
       return on_send(kUp, res);
     case kConnect:
-      if (phase_ == Phase::closing) return maybe_release();
+      if (phase_ == Phase::closing) return;
       return on_connected(res);
     case kSocket:
       if (res < 0) {
         if (is_out_of_resources(-res)) obs_.on_out_of_resources(-res);
         socket_error_ = -res;
       }
-      return maybe_release();
+      return;
     case kInstall:
-      if (res >= 0) up_fd_ = res;
+      if (res >= 0) up_.set_fd(UniqueFd(res));
       // The guest's FIN waited for this fd: shutdown(2) on it, or (none to be had)
       // the io-wq op.
       if (std::exchange(shutdown_on_fd_, false) && phase_ != Phase::closing) shutdown_up();
-      return maybe_release();
-    case kShutdown: return maybe_release();
+      return;
+    case kShutdown: return;
     default: return;
   }
 }
@@ -378,7 +340,7 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
   }
   if (phase_ == Phase::closing) {
     if (bid >= 0) loop_.give_back(static_cast<uint16_t>(bid));
-    return maybe_release();
+    return;
   }
   if (res == -ENOBUFS) {
     // The ring ran dry in a burst: re-arm once it was topped up, else wait for a
@@ -448,7 +410,7 @@ void RelayConnection::on_dial_bytes(uint8_t* data, uint32_t len, int32_t bid) {
 
 void RelayConnection::on_send(int side, int32_t res) {
   Flow& f = flow_[side == kGuest ? kUp : kGuest];  // the flow that sends to `side`
-  if (phase_ == Phase::closing) return maybe_release();
+  if (phase_ == Phase::closing) return;
   if (res < 0) {
     if (phase_ != Phase::relaying) return advance(dial_->on_io_error("send", -res));
     return close(true);
@@ -517,7 +479,7 @@ void RelayConnection::pump_to_guest() {
   release_flow_buffer(f);
   if (f.eof) {
     if (!f.shut) {
-      ::shutdown(guest_fd_, SHUT_WR);
+      ::shutdown(guest_.fd(), SHUT_WR);
       f.shut = true;
     }
     return maybe_finish();
@@ -581,7 +543,7 @@ void RelayConnection::on_timer(uring::Timer&) {
     case Phase::connecting:
       if (now >= phase_deadline_) {
         connect_timed_out_ = true;
-        loop_.cancel(this, kConnect);  // its CQE (-ECANCELED) tries the next address
+        cancel_op(kConnect);  // its CQE (-ECANCELED) tries the next address
         return;
       }
       return rearm_timer();
@@ -608,23 +570,19 @@ void RelayConnection::dial_failed(const std::string& reason, bool refused) {
 void RelayConnection::close(bool reset) {
   if (phase_ == Phase::closing) return;
   phase_ = Phase::closing;
-  reset_ = reset;
   if (reset) {
-    set_reset_on_close(guest_fd_);
-    set_reset_on_close(up_fd_);
+    guest_.reset_on_close();
+    up_.reset_on_close();
   }
   timer_.cancel();
   loop_.stop_waiting(*this);
-  for (unsigned tag = kGuestRecv; tag <= kConnect; ++tag)
-    if (in_flight(tag)) loop_.cancel(this, tag);
-  closed_notified_ = true;
   obs_.on_closed(*this);
-  maybe_release();
+  close_ops();  // may release: nothing after it
 }
 
-// Frees buffers and fds only once every operation has reported its own CQE.
-void RelayConnection::maybe_release() {
-  if (phase_ != Phase::closing || inflight_ != 0) return;
+// Frees buffers only once every operation has reported its own CQE ("a buffer is
+// never freed on the cancel CQE").
+void RelayConnection::on_released() {
   release_flow_buffer(flow_[kGuest]);
   release_flow_buffer(flow_[kUp]);
   tls_.reset();

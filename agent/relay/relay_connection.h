@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/common/unique_fd.h"
 #include "agent/policy/ip_address.h"
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/dial_target.h"
@@ -18,7 +19,10 @@
 #include "agent/relay/socket_address.h"
 #include "agent/relay/splice_pipe.h"
 #include "agent/relay/tls_session.h"
+#include "uring/intrusive_list.h"
 #include "uring/loop.h"
+#include "uring/op_owner.h"
+#include "uring/socket_handle.h"
 
 namespace kib::relay {
 
@@ -60,13 +64,17 @@ struct RelayTimeouts {
   uint32_t splice_coalesce_us = 8000;
 };
 
-class RelayConnection final : private uring::Completion,
+// The owner's list of its connections (a RelayConnection is on at most one).
+struct OwnerListTag {};
+
+class RelayConnection final : private uring::OpOwner,
                               private uring::TimerHandler,
-                              private uring::BufferWaiter {
+                              private uring::BufferWaiter,
+                              public uring::ListNode<OwnerListTag> {
  public:
   // guest_fd: an accepted TPROXY socket (its local address is the original
-  // destination); owned from here on.
-  RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts, int guest_fd,
+  // destination).
+  RelayConnection(uring::Loop& loop, ConnectionObserver& obs, const RelayTimeouts& timeouts, UniqueFd guest_fd,
                   DialTargetPtr target);
   ~RelayConnection();
   RelayConnection(const RelayConnection&) = delete;
@@ -88,9 +96,7 @@ class RelayConnection final : private uring::Completion,
   const DialTarget& target() const { return *target_; }
   SocketAddress original_dst() const;
 
-  // Owner's intrusive list and context.
-  RelayConnection* prev = nullptr;
-  RelayConnection* next = nullptr;
+  // The owner's context (its list is uring::IntrusiveList<RelayConnection, OwnerListTag>).
   void* owner_context = nullptr;
 
  private:
@@ -101,7 +107,7 @@ class RelayConnection final : private uring::Completion,
     kShutdown = 5,  // FIN to the endpoint on a slot (runs in an io-wq worker)
     kSocket = 6,    // the upstream socket opened into a slot
     kInstall = 7,   // a plain fd for the slot's socket (splice needs one)
-    kResolve = 8,   // in flight only: the resolver calls back, not a CQE
+    kResolve = 8,   // held (OpOwner::hold): the resolver calls back, not a CQE
   };
   struct Flow {  // bytes read from one side, waiting to be sent to the other
     uint8_t* data = nullptr;
@@ -121,15 +127,12 @@ class RelayConnection final : private uring::Completion,
 
   static unsigned recv_tag(int side) { return side == kGuest ? kGuestRecv : kUpRecv; }
   static unsigned send_tag(int side) { return side == kGuest ? kGuestSend : kUpSend; }
+  const uring::SocketHandle& socket(int side) const { return side == kGuest ? guest_ : up_; }
   // The plain fd of a side (-1: the upstream socket has only its slot so far).
-  int fd(int side) const { return side == kGuest ? guest_fd_ : up_fd_; }
-  // Points an SQE at a side: the upstream socket by its slot when it has one.
-  void aim(io_uring_sqe* s, int side) const;
-  bool in_flight(unsigned tag) const { return (inflight_ >> tag) & 1u; }
-  void set_in_flight(unsigned tag) { inflight_ |= static_cast<uint16_t>(1u << tag); }
-  void clear_in_flight(unsigned tag) { inflight_ &= static_cast<uint16_t>(~(1u << tag)); }
+  int fd(int side) const { return socket(side).fd(); }
 
-  void complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_complete(unsigned tag, int32_t res, uint32_t flags) override;
+  void on_released() override;
   void on_timer(uring::Timer& t) override;
   void on_buffer_available() override;
 
@@ -137,7 +140,6 @@ class RelayConnection final : private uring::Completion,
   void connect_next();
   bool open_upstream();
   void shutdown_up();
-  void close_upstream(bool reset);
   void ask_plain_fd();
   void shutdown_up_in_worker();
   void on_connected(int32_t res);
@@ -159,11 +161,9 @@ class RelayConnection final : private uring::Completion,
   void dial_failed(const std::string& reason, bool refused = false);
   void set_receive_lowat(int side, uint32_t bytes);
   void close(bool reset);
-  void maybe_release();
   void rearm_timer();
   void maybe_finish();
 
-  uring::Loop& loop_;
   ConnectionObserver& obs_;
   const RelayTimeouts& timeouts_;
   DialTargetPtr target_;
@@ -174,15 +174,13 @@ class RelayConnection final : private uring::Completion,
   uint64_t phase_deadline_ = 0;
   uint64_t drain_deadline_ = 0;
   uint64_t last_activity_ = 0;
-  int guest_fd_;
-  int up_fd_ = -1;    // plain fd of the upstream socket (with a slot: installed for splice)
-  int up_slot_ = -1;  // its direct-descriptor slot in loop_.slots()
+  uring::SocketHandle guest_;
+  // In a direct-descriptor slot when the loop had one (plus a plain fd installed for
+  // splice), else a plain fd.
+  uring::SocketHandle up_;
   int socket_error_ = 0;  // IORING_OP_SOCKET's, when opening into a slot failed
   Phase phase_ = Phase::idle;
-  uint16_t inflight_ = 0;
-  bool closed_notified_ = false;
   bool nonblocking_ = false;
-  bool reset_ = false;         // closing with an RST
   bool asked_plain_fd_ = false;
   bool shutdown_on_fd_ = false;  // the guest's FIN waits for the slot's plain fd
   bool connect_timed_out_ = false;

@@ -10,16 +10,18 @@
 
 #include "uring/loop.h"
 #include "uring/probe.h"
+#include "tests/unit/uring/step_clock.h"
 
 using namespace kib::uring;
 
 namespace {
 
-std::unique_ptr<Loop> make_loop(uint32_t buffers = 8, uint32_t size = 4096) {
+std::unique_ptr<Loop> make_loop(uint32_t buffers = 8, uint32_t size = 4096, kib::test::StepClock* clock = nullptr) {
   LoopOptions o;
   o.sq_entries = 64;
   o.buffer_count = buffers;
   o.buffer_size = size;
+  if (clock != nullptr) o.clock = clock->fn();
   auto l = Loop::create(o);
   REQUIRE(l.ok());
   return std::move(l.value());
@@ -42,7 +44,6 @@ struct Fired final : TimerHandler {
   void on_timer(Timer&) override {
     ++count;
     at = loop->now_ms();
-    loop->request_stop();
   }
 };
 
@@ -51,7 +52,6 @@ void submit_recv(Loop& l, Recorder& r, unsigned tag, int fd) {
   io_uring_prep_recv(s, fd, nullptr, l.buffers().buffer_size(), 0);
   s->flags |= IOSQE_BUFFER_SELECT;
   s->buf_group = l.buffers().group_id();
-  io_uring_sqe_set_data64(s, encode_user_data(&r, tag));
 }
 
 // Runs the loop until pred() holds (each iteration wakes on a posted no-op).
@@ -65,30 +65,54 @@ void run_until(Loop& l, P pred) {
 TEST_CASE("the kernel probe accepts this kernel") { CHECK(probe_kernel_features().ok()); }
 
 TEST_CASE("a timer fires at its deadline, not before") {
-  auto l = make_loop();
+  kib::test::StepClock clock;
+  auto l = make_loop(8, 4096, &clock);
   Fired f;
   f.loop = l.get();
   Timer t(&f);
-  uint64_t start = Loop::monotonic_ms();
+  const uint64_t start = l->now_ms();
+  CHECK(start == clock.now);
   l->timers().arm(t, start + 120);
-  l->run();
+  clock.step(*l, 100);
+  CHECK(f.count == 0);
+  clock.step(*l, 50);  // the deadline rounds up to the wheel's 50 ms tick
   CHECK(f.count == 1);
   CHECK(f.at >= start + 120);
-  CHECK(f.at < start + 2000);
+  CHECK(!t.armed());
+  CHECK(l->timers().empty());
 }
 
 TEST_CASE("a cancelled timer never fires") {
-  auto l = make_loop();
+  kib::test::StepClock clock;
+  auto l = make_loop(8, 4096, &clock);
   Fired f, g;
   f.loop = g.loop = l.get();
   Timer a(&f), b(&g);
-  uint64_t now = Loop::monotonic_ms();
-  l->timers().arm(a, now + 50);
-  l->timers().arm(b, now + 150);
+  l->timers().arm(a, clock.now + 50);
+  l->timers().arm(b, clock.now + 150);
   a.cancel();
-  l->run();
+  CHECK(l->timers().size() == 1);
+  clock.step(*l, 200);
   CHECK(f.count == 0);
   CHECK(g.count == 1);
+}
+
+TEST_CASE("a timer re-armed from its own handler fires again at the new deadline") {
+  kib::test::StepClock clock;
+  auto l = make_loop(8, 4096, &clock);
+  struct Again final : TimerHandler {
+    Loop* loop = nullptr;
+    int count = 0;
+    void on_timer(Timer& t) override {
+      if (++count < 3) loop->timers().arm(t, loop->now_ms() + 100);
+    }
+  } h;
+  h.loop = l.get();
+  Timer t(&h);
+  l->timers().arm(t, clock.now + 100);
+  for (int i = 0; i < 5; ++i) clock.step(*l, 100);
+  CHECK(h.count == 3);
+  CHECK(!t.armed());
 }
 
 TEST_CASE("post runs the function on the loop thread") {
