@@ -125,6 +125,7 @@ class RelayConnection final : private uring::OpOwner,
     std::unique_ptr<SplicePipe> pipe;
   };
 
+  static int other(int side) { return side == kGuest ? kUp : kGuest; }
   static unsigned recv_tag(int side) { return side == kGuest ? kGuestRecv : kUpRecv; }
   static unsigned send_tag(int side) { return side == kGuest ? kGuestSend : kUpSend; }
   const uring::SocketHandle& socket(int side) const { return side == kGuest ? guest_ : up_; }
@@ -144,25 +145,38 @@ class RelayConnection final : private uring::OpOwner,
   void shutdown_up_in_worker();
   void on_connected(int32_t res);
   void enter_relay();
-  void on_recv(int side, int32_t res, uint32_t flags);
-  void on_send(int side, int32_t res);
   void on_dial_bytes(uint8_t* data, uint32_t len, int32_t bid);
-  void handle_eof(int side);
-  void pump_to_up();
-  void pump_to_guest();
+
+  // Relaying (relay_flows.cpp): a flow is named by its source side.
   void arm_recv(int side);
+  void on_recv(int side, int32_t res, uint32_t flags);
+  void take_in(int side, uint8_t* data, uint32_t len, int32_t bid, bool more);
+  void on_send(int to, int32_t res);
+  void pump(int from);
+  bool refill(int from);
+  bool take_pool_buffer(Flow& f);
+  void pass_fin(int to);
+  void handle_eof(int side);
+  void maybe_finish();
+  void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
+  void release_flow_buffer(Flow& f);
+  // Closes with an RST; false, for refill's callers.
+  bool reset();
+  void tls_take_in(int side, const uint8_t* data, uint32_t len, int32_t bid);
+  bool tls_refill(int from);
+  void tls_end(int side);
+
+  // Bulk flows (relay_splice.cpp).
   void maybe_start_splice(int side, uint32_t received);
   void splice_flow(int side);
   bool coalescing() const { return timeouts_.splice_coalesce_us != 0; }
   void arm_coalesce(int side);
   void arm_poll(int side, unsigned tag, unsigned mask);
-  void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
-  void release_flow_buffer(Flow& f);
-  void dial_failed(const std::string& reason, bool refused = false);
   void set_receive_lowat(int side, uint32_t bytes);
+
+  void dial_failed(const std::string& reason, bool refused = false);
   void close(bool reset);
   void rearm_timer();
-  void maybe_finish();
 
   ConnectionObserver& obs_;
   const RelayTimeouts& timeouts_;
@@ -184,6 +198,7 @@ class RelayConnection final : private uring::OpOwner,
   bool asked_plain_fd_ = false;
   bool shutdown_on_fd_ = false;  // the guest's FIN waits for the slot's plain fd
   bool connect_timed_out_ = false;
+  bool up_fin_ = false;  // TLS: the Egress's TCP stream ended (the session may hold more)
 };
 
 }  // namespace kib::relay
