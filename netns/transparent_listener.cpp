@@ -1,8 +1,10 @@
 #include "netns/transparent_listener.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -121,9 +123,19 @@ Result<ListenerSet> open_transparent_listeners(int ns_fd, Transport transport, u
       ns_fd, [&] { return open_transparent_listeners_here(transport, count, congestion_control, 0); });
 }
 
+// Connections queued on a TCP listener that closes move to a sibling in its
+// SO_REUSEPORT group instead of being reset (Linux 5.14+): on take-over the next
+// agent's listeners join the group and the old agent closes its own. Per namespace;
+// an older kernel has no such file and resets them, as before.
+static void migrate_requests_of_closed_listeners() {
+  UniqueFd f(::open("/proc/sys/net/ipv4/tcp_migrate_req", O_WRONLY | O_CLOEXEC));
+  if (f) (void)!::write(f.get(), "1", 1);
+}
+
 Result<ListenerSet> open_transparent_listeners_here(Transport transport, unsigned count,
                                                     const std::string& congestion_control, uint16_t port) {
   if (count == 0) return make_error(Code::invalid_argument, "listener count must be at least 1");
+  if (transport == Transport::tcp) migrate_requests_of_closed_listeners();
   if (port != 0) return open_set(transport, count, congestion_control, port);
   // The kernel picks a free v4 port; the v6 wildcard may hold it already, so retry
   // with another port a bounded number of times.

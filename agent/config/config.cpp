@@ -242,6 +242,7 @@ const std::vector<Key>& keys() {
   using E = EgressConfig;
   using D = DataplaneConfig;
   using N = DnsConfig;
+  using R = RestartConfig;
   static const std::vector<Key> table = {
       key<&Config::api, &A::unix_socket>("api.unix_socket", UnixSocketPath{}),
       key<&Config::api, &A::unix_socket_mode>("api.unix_socket_mode", OctalMode{}),
@@ -280,6 +281,7 @@ const std::vector<Key>& keys() {
       key<&Config::dns, &N::max_guest_tcp_connections>("dns.max_guest_tcp_connections", UintIn{1, 65536}),
       key<&Config::dns, &N::upstream_idle_timeout>("dns.upstream_idle_timeout", Millis{}),
       key<&Config::dns, &N::guest_tcp_idle_timeout>("dns.guest_tcp_idle_timeout", Millis{}),
+      key<&Config::restart, &R::drain_timeout>("restart.drain_timeout", Seconds{}),
   };
   return table;
 }

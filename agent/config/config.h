@@ -80,6 +80,12 @@ struct DnsConfig {
   std::chrono::milliseconds guest_tcp_idle_timeout{10000};
 };
 
+// Take-over (kibotos-agent --take-over): how long the agent that handed over keeps
+// relaying the connections it has before it resets what is left and exits.
+struct RestartConfig {
+  std::chrono::seconds drain_timeout{3600};
+};
+
 struct Config {
   ApiConfig api;
   std::string state_dir = "/var/lib/kibotos";
@@ -89,6 +95,7 @@ struct Config {
   EgressConfig egress;
   DataplaneConfig dataplane;
   DnsConfig dns;
+  RestartConfig restart;
 };
 
 // Parses YAML text. Unknown keys and bad values are errors naming the key.

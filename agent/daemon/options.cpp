@@ -3,8 +3,12 @@
 namespace kib::daemon {
 
 const char* usage() {
-  return "usage: kibotos-agent [--config FILE] [--check-config] [--version] [--help]\n"
+  return "usage: kibotos-agent [--config FILE] [--take-over] [--check-config] [--version] [--help]\n"
          "  --config FILE    read the YAML configuration from FILE (every key is optional)\n"
+         "  --take-over      take over from the agent running on the same state dir: its API\n"
+         "                   and store move here without a gap, it keeps relaying its\n"
+         "                   connections until they end (restart.drain_timeout), then exits;\n"
+         "                   with none running, start as usual\n"
          "  --check-config   parse the configuration, print \"config OK\" or the error, exit\n"
          "  --version        print the version and exit\n"
          "  --help           print this help and exit\n";
@@ -19,6 +23,8 @@ Result<Options> parse_options(const std::vector<std::string>& args) {
       o.config_file = args[++i];
     } else if (a.starts_with("--config=")) {
       o.config_file = a.substr(9);
+    } else if (a == "--take-over") {
+      o.take_over = true;
     } else if (a == "--check-config") {
       o.check_config = true;
     } else if (a == "--version") {

@@ -12,6 +12,7 @@ struct Options {
   bool check_config = false;
   bool version = false;
   bool help = false;
+  bool take_over = false;  // take the API and the store from the running agent
 };
 
 Result<Options> parse_options(const std::vector<std::string>& args);

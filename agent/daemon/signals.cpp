@@ -15,6 +15,7 @@ sigset_t daemon_signals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGUSR2);
   return set;
 }
 
@@ -37,7 +38,11 @@ DaemonSignal SignalWaiter::wait() {
   for (;;) {
     signalfd_siginfo info{};
     ssize_t n = ::read(fd_.get(), &info, sizeof info);
-    if (n == static_cast<ssize_t>(sizeof info)) return info.ssi_signo == SIGHUP ? DaemonSignal::reload : DaemonSignal::stop;
+    if (n == static_cast<ssize_t>(sizeof info)) {
+      if (info.ssi_signo == SIGHUP) return DaemonSignal::reload;
+      if (info.ssi_signo == SIGUSR2) return DaemonSignal::upgrade;
+      return DaemonSignal::stop;
+    }
     if (n < 0 && errno == EINTR) continue;
     return DaemonSignal::stop;  // the fd broke: stopping is the safe answer
   }

@@ -352,6 +352,11 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
   return s;
 }
 
+void DataplaneRuntime::stop_accepting() {
+  for (auto& w : workers_) w->stop_accepting();
+  if (dns_) dns_->stop_accepting();
+}
+
 RuntimeCounts DataplaneRuntime::counts() const {
   RuntimeCounts c;
   std::lock_guard lk(mu_);

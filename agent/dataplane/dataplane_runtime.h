@@ -40,6 +40,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   Status leftovers_removed(const std::string& netns, uint64_t dev, uint64_t ino) override;
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;
+  void stop_accepting() override;
   std::vector<WorkspaceMetrics> metrics() const override;
 
   unsigned loops() const { return static_cast<unsigned>(workers_.size()); }

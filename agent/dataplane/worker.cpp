@@ -85,6 +85,9 @@ class Listener final : private uring::OpOwner, private uring::TimerHandler {
   // The workspace (which owns this) may be freed here: nothing after it.
   void on_released() override {
     released_ = true;
+    // Our share of the listening socket: the last one closes it, so that its queued
+    // connections move to a live sibling (take-over) instead of waiting there.
+    fd_.reset();
     worker_.maybe_free(&ws_);
   }
   void on_timer(uring::Timer&) override {
@@ -231,6 +234,13 @@ void Worker::remove_workspace(const std::string& workspace_id) {
     retire(std::move(ws));
   };
   loop_->post(run);
+}
+
+void Worker::stop_accepting() {
+  loop_->post([this] {
+    for (auto& [id, ws] : workspaces_)
+      for (auto& l : ws->listeners) l->close();
+  });
 }
 
 // Marked retired only once every listener and connection was told to close: a

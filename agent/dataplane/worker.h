@@ -68,6 +68,8 @@ class Worker final : private relay::ConnectionObserver {
   void apply_workspace(WorkspacePlanPtr plan, std::shared_ptr<UniqueFd> v4, std::shared_ptr<UniqueFd> v6,
                        uint32_t drain_seconds);
   void remove_workspace(const std::string& workspace_id);
+  // Closes every Workspace's listeners; connections stay.
+  void stop_accepting();
 
   // Loop-thread internals (used by Listener).
   struct LoopWorkspace;

@@ -167,6 +167,13 @@ DnsListeners dns_listeners_from(netns::Listeners&& l) {
   return out;
 }
 
+void DnsService::stop_accepting() {
+  Engine* e = engine_.get();
+  loop_->post([e] {
+    for (auto& [id, ws] : e->workspaces) ws.dns->close_listeners();
+  });
+}
+
 void DnsService::remove_workspace(const std::string& workspace_id) {
   Engine* e = engine_.get();
   loop_->post([e, workspace_id] { e->workspaces.erase(workspace_id); });

@@ -70,6 +70,8 @@ class DnsService {
   Status apply_workspace_at(const std::string& workspace_id, const std::string& netns_path,
                             const ::kibotos::ctrl::v1::NetworkPolicy& policy, DnsListeners listeners);
   void remove_workspace(const std::string& workspace_id);
+  // Take-over: closes every Workspace's guest listeners (WorkspaceDns::close_listeners).
+  void stop_accepting();
   // What the DNS of a workspace is doing now (waits for the loop, at most 1 s).
   std::optional<WorkspaceDnsStatus> status(const std::string& workspace_id) const;
   // Every workspace's, in one wait (empty when the loop does not answer within 1 s).

@@ -83,6 +83,11 @@ void WorkspaceDns::add_udp_listener(UniqueFd fd) {
   udp_listeners_.push_back(GuestUdpListener::start(ctx_.loop, *this, std::move(fd), ctx_.live_objects));
 }
 
+void WorkspaceDns::close_listeners() {
+  udp_listeners_.clear();
+  tcp_listeners_.clear();
+}
+
 void WorkspaceDns::add_tcp_listener(UniqueFd fd) {
   tcp_listeners_.push_back(GuestTcpListener::start(ctx_.loop, *this, std::move(fd), ctx_.live_objects));
 }

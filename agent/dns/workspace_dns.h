@@ -72,6 +72,9 @@ class WorkspaceDns final : private GuestEvents, private ChannelEvents, private u
 
   void add_udp_listener(UniqueFd fd);
   void add_tcp_listener(UniqueFd fd);
+  // Take-over: the guests' queries go to the next agent's sockets now. Queries in
+  // flight still get their answers from the reply sockets.
+  void close_listeners();
   // A new policy: unchanged resolvers keep their channels and queries in flight.
   void set_resolvers(uint64_t policy_revision, std::vector<ResolverRoute> resolvers);
   // A new revision of an Egress: its channels of older revisions drain (at most

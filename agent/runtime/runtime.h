@@ -105,6 +105,10 @@ class Runtime {
   virtual Status workspace_attachable(uint64_t /*dev*/, uint64_t /*ino*/) const { return {}; }
   virtual ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const = 0;
   virtual RuntimeCounts counts() const = 0;
+  // Take-over (daemon/handover.h): the next agent accepts this host's guests now.
+  // Closes every Workspace's listeners, TCP and DNS; the connections stay until they
+  // end. Nothing else is called after it.
+  virtual void stop_accepting() {}
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.
   virtual std::vector<WorkspaceMetrics> metrics() const { return {}; }
 };

@@ -125,6 +125,7 @@ class Agent:
         self.env = dict(os.environ, **(env or {}))
         self.args = list(args or [])
         self.proc = None
+        self.handed_over = []  # processes that handed over to a newer one (take_over)
         self._log = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -141,6 +142,25 @@ class Agent:
         if wait:
             self.wait_ready(timeout)
         return self
+
+    def take_over(self, timeout=60.0):
+        """Starts `kibotos-agent --take-over` on the same config and state dir and waits
+        until it serves; it becomes self.proc. Returns the process it took over from,
+        which drains and exits by itself (kept in self.handed_over, killed at cleanup)."""
+        old = self.proc
+        marker = "(taken over)"
+        before = self.log().count(marker)
+        self.write_config()
+        self.proc = subprocess.Popen([agent_binary(), "--config", self.config_path, "--take-over"] + self.args,
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+        self.handed_over.append(old)
+
+        def served():
+            if self.proc.poll() is not None:
+                raise RuntimeError("kibotos-agent --take-over exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            return self.log().count(marker) > before
+        wait_for(served, timeout, what="kibotos-agent --take-over to serve")
+        return old
 
     def wait_ready(self, timeout=15.0):
         """Ready = the process is alive and answers an HTTP request on the socket."""
@@ -196,6 +216,10 @@ class Agent:
 
     def cleanup(self):
         try:
+            for p in self.handed_over:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
             self.stop()
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)

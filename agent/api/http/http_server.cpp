@@ -1,5 +1,6 @@
 #include "agent/api/http/http_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -35,15 +36,31 @@ HttpServer::HttpServer(ApiConfig config, const HttpHandler& handler)
 HttpServer::~HttpServer() { stop(); }
 
 Status HttpServer::start() {
-  wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!wake_) return errno_error("eventfd");
+  // The certificates load before the socket opens: a bad one fails the start early.
   if (!config_.tls.listen.empty()) {
     tls_ = std::make_unique<TlsContextHolder>(config_.tls);
     if (auto st = tls_->load(); !st.ok()) return Error{st.error().code, "api.tls: " + st.error().message};
   }
   KIB_TRY_ASSIGN(auto unix_listener, UnixListener::open(config_));
   unix_.emplace(std::move(unix_listener));
-  if (tls_) {
+  return start_accepting();
+}
+
+Status HttpServer::start(ApiListeners inherited) {
+  unix_.emplace(UnixListener::adopt(config_, std::move(inherited.unix_socket), std::move(inherited.unix_lock)));
+  // Without api.tls now, a handed-over TLS socket just closes.
+  if (!config_.tls.listen.empty()) tls_listener_ = std::move(inherited.tls);
+  return start_accepting();
+}
+
+Status HttpServer::start_accepting() {
+  if (!wake_) wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_) return errno_error("eventfd");
+  if (!config_.tls.listen.empty() && !tls_) {
+    tls_ = std::make_unique<TlsContextHolder>(config_.tls);
+    if (auto st = tls_->load(); !st.ok()) return Error{st.error().code, "api.tls: " + st.error().message};
+  }
+  if (tls_ && !tls_listener_) {
     KIB_TRY_ASSIGN(auto fd, open_tcp_listener(config_.tls.listen));
     tls_listener_ = std::move(fd);
   }
@@ -124,6 +141,14 @@ size_t HttpServer::active_connections() {
 
 void HttpServer::stop() {
   if (stopping_.exchange(true)) return;
+  stop_connections(SHUT_RDWR);
+  unix_.reset();
+  tls_listener_.reset();
+}
+
+// Ends the accept loops, then every connection: SHUT_RDWR cuts them, SHUT_RD lets
+// each finish the call it is serving (its next read sees the end).
+void HttpServer::stop_connections(int how) {
   if (wake_) {
     uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof one);
@@ -133,7 +158,7 @@ void HttpServer::stop() {
   {
     // Wakes every connection thread blocked in a read.
     std::lock_guard lock(mu_);
-    for (auto& w : workers_) ::shutdown(w->fd.get(), SHUT_RDWR);
+    for (auto& w : workers_) ::shutdown(w->fd.get(), how);
   }
   std::list<std::unique_ptr<Worker>> all;
   {
@@ -141,8 +166,18 @@ void HttpServer::stop() {
     all.swap(workers_);
   }
   for (auto& w : all) w->thread.join();
-  unix_.reset();
-  tls_listener_.reset();
+}
+
+Result<ApiListeners> HttpServer::hand_over() {
+  if (stopping_.exchange(true)) return Error{Code::failed_precondition, "the API server is stopped"};
+  stop_connections(SHUT_RD);
+  ApiListeners out;
+  out.unix_socket = UniqueFd(::fcntl(unix_->fd(), F_DUPFD_CLOEXEC, 0));
+  out.unix_lock = UniqueFd(::fcntl(unix_->lock_fd(), F_DUPFD_CLOEXEC, 0));
+  if (tls_listener_) out.tls = UniqueFd(::fcntl(tls_listener_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!out.unix_socket || !out.unix_lock || (tls_listener_ && !out.tls)) return errno_error("dup an API socket");
+  unix_->keep_socket_file();
+  return out;
 }
 
 }  // namespace kib::api

@@ -19,6 +19,13 @@
 
 namespace kib::api {
 
+// The listening sockets one agent hands the next on take-over (daemon/handover.h).
+struct ApiListeners {
+  UniqueFd unix_socket;
+  UniqueFd unix_lock;  // the flock that keeps a second agent off the socket
+  UniqueFd tls;        // invalid without api.tls
+};
+
 class HttpServer {
  public:
   // handler must outlive the server.
@@ -29,11 +36,20 @@ class HttpServer {
 
   // Opens the listeners and starts accepting. Errors say which listener failed.
   Status start();
+  // start() on the sockets another agent handed over; a TLS socket missing from them
+  // (the configuration gained api.tls) is opened.
+  Status start(ApiListeners inherited);
   // Re-reads the TLS certificate, key and CA for new connections (SIGHUP); existing
   // connections keep theirs. On error the old context stays.
   Status reload_tls();
   // Stops accepting, closes every connection and joins every thread.
   void stop();
+  // Take-over: stops accepting, lets every connection finish the call it is serving
+  // (their reads end, their answers still go out), joins them and returns duplicates
+  // of the listening sockets for the next agent. The sockets stay open (and the
+  // socket file in place) until this server is destroyed, so that clients queue
+  // instead of being refused.
+  Result<ApiListeners> hand_over();
 
   const std::string& unix_socket_path() const { return config_.unix_socket; }
 
@@ -45,6 +61,8 @@ class HttpServer {
   };
   enum class Kind { unix_socket, tls };
 
+  Status start_accepting();
+  void stop_connections(int how);
   void accept_loop(int listen_fd, Kind kind);
   void spawn(UniqueFd fd, Kind kind);
   void serve(Worker& w, Kind kind);

@@ -89,10 +89,18 @@ Result<UnixListener> UnixListener::open(const ApiConfig& api) {
   return l;
 }
 
+UnixListener UnixListener::adopt(const ApiConfig& api, UniqueFd fd, UniqueFd lock) {
+  UnixListener l;
+  l.path_ = api.unix_socket;
+  l.fd_ = std::move(fd);
+  l.lock_ = std::move(lock);
+  return l;
+}
+
 UnixListener::~UnixListener() {
   // Only the owner of the lock removes the socket file (a refused second agent has
   // neither and must not touch the first one's socket).
-  if (fd_ && lock_) ::unlink(path_.c_str());
+  if (fd_ && lock_ && !keep_file_) ::unlink(path_.c_str());
 }
 
 }  // namespace kib::api

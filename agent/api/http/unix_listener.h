@@ -14,11 +14,17 @@ namespace kib::api {
 class UnixListener {
  public:
   static Result<UnixListener> open(const ApiConfig& api);
+  // The listener and lock another agent handed over (take-over): already bound,
+  // listening and locked.
+  static UnixListener adopt(const ApiConfig& api, UniqueFd fd, UniqueFd lock);
   UnixListener(UnixListener&&) = default;
   UnixListener& operator=(UnixListener&&) = default;
   ~UnixListener();
 
   int fd() const { return fd_.get(); }
+  int lock_fd() const { return lock_.get(); }
+  // Handed over to the next agent: the socket file is its now, not removed at exit.
+  void keep_socket_file() { keep_file_ = true; }
   const std::string& path() const { return path_; }
 
  private:
@@ -26,6 +32,7 @@ class UnixListener {
   std::string path_;
   UniqueFd lock_;
   UniqueFd fd_;
+  bool keep_file_ = false;
 };
 
 }  // namespace kib::api

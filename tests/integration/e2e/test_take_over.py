@@ -1,0 +1,116 @@
+"""Restart without dropping a guest connection (issue 28): `kibotos-agent --take-over`
+takes the API and the store from the running agent, whose relayed connections stay
+with it until they end; the new agent's Workspace listeners join the old ones'
+SO_REUSEPORT groups, and the old agent's close moves its queued connections over
+(tcp_migrate_req), so a guest's new connection is never refused meanwhile."""
+import json
+import os
+import signal
+import time
+
+import pytest
+
+import e2e_env as e2e
+import kibotos_agent
+
+if os.geteuid() != 0:
+    pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
+
+GUEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "takeover_guest.py")
+
+
+def start_guest_load(lab, ws, seconds, n_up=4, n_down=4, n_idle=10, mib=24, interval=0.04):
+    p = lab.popen(ws.guest, e2e.dp.PYTHON, GUEST, e2e.covered(lab), e2e.PORT, n_up, n_down, n_idle, mib, seconds,
+                  interval, lab.socks_inet_v4, text=True)
+    assert p.stdout.readline().strip() == "STARTED"
+    return p
+
+
+def guest_results(p, timeout):
+    out, _ = p.communicate(timeout=timeout)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent_factory):
+    ws = lab.add_workspace()
+    e2e.start_destinations(lab)
+    e2e.dp.start_dante(lab, 1080)
+    config = e2e.agent_config(lab)
+    config["restart"] = {"drain_timeout": "60s"}
+    agent = agent_factory(config=config)
+    env = type("Env", (), {"lab": lab, "ws": ws, "agent": agent, "socks": f"{lab.socks_v4}:1080"})
+    egress, workspace = e2e.attach(env)
+    wid = e2e.field(workspace, "workspace_id")
+    load = start_guest_load(lab, ws, seconds=12)
+    olds = []
+    for _ in range(2):
+        time.sleep(3)
+        olds.append(agent.take_over())
+        # The store moved: the new agent answers with what the old one stored.
+        assert e2e.field(e2e.get_workspace(agent, wid), "workspace_id") == wid
+    r = guest_results(load, timeout=120)
+    print("take-over under load:", json.dumps(r))
+    assert r["up"] == ["OK"] * 4 and r["down"] == ["OK"] * 4, r
+    assert r["idle"] == ["timeout"] * 10, r  # none reset, ended or stalled
+    assert r["new_failed"] == [] and r["new_ok"] >= 250, r
+    # Each old agent exits by itself once its last connection ended, long before
+    # restart.drain_timeout.
+    for old in olds:
+        assert old.wait(timeout=30) == 0
+    log = agent.log()
+    assert log.count("handing the API and the store over to a new agent") == 2
+    assert log.count("handed over; every connection ended") == 2
+    # The newest agent enforces the policy and serves the next guest connection.
+    e2e.wait_applied(agent, wid, 1, e2e.field(egress, "egress_id"), 1)
+    assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+    e2e.assert_clean_exit(agent)
+
+
+def test_a_take_over_with_other_api_sockets_is_refused_and_changes_nothing(env):
+    agent = env.agent
+    egress, workspace = e2e.attach(env)
+    other = dict(agent.config, api=dict(agent.config["api"], unix_socket=agent.socket_path + ".2"))
+    newer = kibotos_agent.Agent(workdir=agent.workdir, config=other, args=["--take-over"])
+    newer.config_path = agent.config_path + ".2"
+    newer.log_path = agent.log_path + ".2"
+    newer.start(wait=False)
+    assert newer.proc.wait(timeout=30) == 1
+    assert "the running agent refused: the API sockets differ" in newer.log()
+    # The running agent still serves, with its store.
+    wid = e2e.field(workspace, "workspace_id")
+    assert e2e.field(e2e.get_workspace(agent, wid), "workspace_id") == wid
+    assert e2e.peer(env.lab, env.ws, e2e.covered(env.lab)) == env.lab.socks_inet_v4
+
+
+def test_take_over_with_no_agent_running_starts_as_usual(lab, agent_factory):
+    agent = agent_factory(config=e2e.agent_config(lab), args=["--take-over"])
+    assert "--take-over: no agent serves" in agent.log()
+    assert agent.call("kibotos.ctrl.v1.AgentService/GetAgent")[0] == 200
+    e2e.assert_clean_exit(agent)
+
+
+def serving_pids(log):
+    return [int(line.split("(pid ")[1].split(")")[0]) for line in log.splitlines() if ") serving on " in line]
+
+
+def test_sigusr2_starts_the_binary_again_and_it_takes_over(attached):
+    """What `systemctl reload` and a package upgrade send: the running agent starts its
+    binary with --take-over and hands over to it."""
+    lab, ws, agent = attached.lab, attached.ws, attached.agent
+    ticker = e2e.start_ticker(lab, ws, e2e.covered(lab), seconds=6)
+    old = agent.proc
+    old.send_signal(signal.SIGUSR2)
+    pid = kibotos_agent.wait_for(lambda: len(serving_pids(agent.log())) == 2 and serving_pids(agent.log())[1],
+                                 timeout=60, what="the new agent to serve")
+    try:
+        assert pid != old.pid
+        assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+        assert e2e.ticker_end(ticker)[0] == "timeout"  # the old agent kept relaying it
+        assert old.wait(timeout=30) == 0
+        wid = attached.workspace_id
+        assert e2e.field(e2e.get_workspace(agent, wid), "workspace_id") == wid
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        kibotos_agent.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30, what="the new agent to stop")
+    assert agent.log().count("\nstopped") + agent.log().count(" stopped\n") >= 1
+    e2e.assert_clean_exit(agent)
