@@ -126,7 +126,10 @@ struct Guest {
   // Connects to addr (loopback: completes at once), then non-blocking.
   explicit Guest(const sockaddr_in& addr) {
     fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    REQUIRE(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+    const int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    const int err = rc == 0 ? 0 : errno;
+    CAPTURE(ntohs(addr.sin_port));
+    REQUIRE(err == 0);
     REQUIRE(::fcntl(fd.get(), F_SETFL, O_NONBLOCK) == 0);
   }
   void send(const std::string& s, bool then_shut = false) {
