@@ -211,3 +211,29 @@ TEST_CASE("workspace dns: a malformed query is counted, not forwarded") {
   CHECK(w.status().counters.queries == 0);
   CHECK(resolver.queries() == 0);
 }
+
+TEST_CASE("workspace dns: a resolver that never answers times out (stepped clock) and the query fails over") {
+  kib::UniqueFd silent = loopback_socket(SOCK_DGRAM);  // bound, never read: no answer, no ICMP
+  kib::policy::testing::DnsResponder resolver("example.test", {"192.0.2.9"});
+  const auto port = static_cast<uint16_t>(std::stoi(resolver.server().substr(resolver.server().rfind(':') + 1)));
+  WorkspaceDnsOptions o;
+  o.attempt_timeout = std::chrono::milliseconds(2000);
+  World w({ResolverRoute{.tcp = false, .address = address_of(silent.get()), .egress_id = ""},
+           ResolverRoute{.tcp = false, .address = loopback(port), .egress_id = ""}},
+          o);
+  const std::string a = w.ask_udp(query(0x6666), 5000, [&] {
+    REQUIRE(w.loop.drive([&] { return w.status().in_flight == 1; }));
+    w.loop.settle(20);
+    CHECK(resolver.queries() == 0);  // the first resolver has it
+    w.loop.step(1900);
+    w.loop.settle(20);
+    CHECK(w.status().counters.timeouts == 0);
+    w.loop.step(200);  // past the attempt timeout: the second resolver is asked
+  });
+  REQUIRE(a.size() > 12);
+  CHECK(id_of(a) == 0x6666);
+  const auto s = w.status();
+  CHECK(s.counters.timeouts == 1);
+  CHECK(s.counters.failovers == 1);
+  CHECK(s.counters.answers == 1);
+}
