@@ -219,6 +219,88 @@ const std::vector<Case>& cases() {
          CHECK(g->reset());
          CHECK(w.obs.reason == "endpoint closed the connection during the handshake");
        }},
+      {"the server resets the connection at the greeting: dial failed with the error",
+       [] {
+         Socks5Script s = script(Then::echo);
+         s.handshake = Handshake::rst_at_greeting;
+         return s;
+       }(),
+       [](World& w) {
+         auto g = w.connect();
+         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+         CHECK(g->reset());
+         CHECK(w.obs.reason == "endpoint recv: Connection reset by peer");
+       }},
+      {"nothing listens at the Egress: connect refused",
+       script(Then::echo),
+       [](World& w) {
+         kib::UniqueFd dead(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+         sockaddr_in a{};
+         a.sin_family = AF_INET;
+         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+         socklen_t len = sizeof a;
+         REQUIRE(::bind(dead.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+         REQUIRE(getsockname(dead.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+         w.target->endpoint.port = ntohs(a.sin_port);
+         auto g = w.connect();
+         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+         CHECK(g->reset());
+         CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": Connection refused");
+         CHECK_FALSE(w.obs.refused);
+       }},
+      {"the Egress never accepts (its accept queue is full): connect timeout (stepped)",
+       script(Then::echo),
+       [](World& w) {
+         // listen(0) with one connection queued and never accepted: further SYNs are dropped.
+         kib::UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+         sockaddr_in a{};
+         a.sin_family = AF_INET;
+         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+         socklen_t len = sizeof a;
+         REQUIRE(::bind(full.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+         REQUIRE(::listen(full.get(), 0) == 0);
+         REQUIRE(getsockname(full.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+         Guest filler(a);
+         w.target->endpoint.port = ntohs(a.sin_port);
+         auto g = w.connect();
+         w.loop.settle(30);
+         CHECK(w.obs.failed == 0);
+         w.loop.step(w.timeouts.connect_ms + 100);
+         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+         CHECK(g->reset());
+         CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": timed out");
+       }},
+      {"RST from the guest: the destination is reset",
+       script(Then::hold),
+       [](World& w) {
+         auto g = w.connect();
+         g->send("x");
+         REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "x"; }));
+         linger l{1, 0};
+         setsockopt(g->fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+         g->fd.reset();
+         REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
+         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+         CHECK_FALSE(w.server.seen().peer_eof);  // a reset, not a FIN
+       }},
+      {"TLS half-close up -> guest: close_notify reaches the guest as EOF, it can still send",
+       [] {
+         Socks5Script s = script(Then::send_and_shut);
+         s.tls = &cert();
+         return s;
+       }(),
+       [](World& w) {
+         auto g = w.connect();
+         REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+         CHECK(g->error == 0);
+         CHECK(g->in == "hello from upstream");
+         g->send("late words", true);
+         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+         CHECK(w.server.seen().received == "late words");
+         CHECK(w.server.seen().peer_eof);  // close_notify
+       },
+       true},
       {"half-close guest -> up: the destination sees EOF, its reply after that reaches the guest",
        script(Then::reply_after_eof),
        [](World& w) {
