@@ -36,9 +36,13 @@ const kib::test::Cert& cert() {
 
 struct Events final : StreamEvents {
   int ready = 0;
+  std::optional<SocketAddress> relay;
   Bytes data;
   std::optional<std::string> closed;
-  void on_stream_ready(const std::optional<SocketAddress>&) override { ++ready; }
+  void on_stream_ready(const std::optional<SocketAddress>& r) override {
+    ++ready;
+    relay = r;
+  }
   void on_stream_data(ByteView d) override { data.insert(data.end(), d.begin(), d.end()); }
   void on_stream_closed(const std::string& reason) override { closed = reason; }
 };
@@ -191,6 +195,18 @@ TEST_CASE("upstream stream: DNS over TCP, straight and through SOCKS5, and faile
          w.query_and_answer(9);
          CHECK(w.resolves == 1);
          CHECK(w.server.seen().tls_full == 1);
+         w.close_and_release();
+       }},
+      {"UDP ASSOCIATE: ready with the relay address the server named (checked), the stream stays open",
+       [] {
+         World w(dns_behind());
+         w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress(), .udp_associate = true});
+         REQUIRE(w.loop.drive([&] { return w.ev.ready == 1 || w.ev.closed; }));
+         REQUIRE_FALSE(w.ev.closed);
+         REQUIRE(w.ev.relay);
+         CHECK(w.ev.relay->ip().to_string() == "127.0.0.1");
+         CHECK(w.ev.relay->port() != 0);
+         CHECK(w.server.seen().last_destination == "0.0.0.0:0");  // RFC 1928: zeros when unknown
          w.close_and_release();
        }},
       {"the SOCKS5 server refuses the CONNECT: closed with its reason",

@@ -200,6 +200,30 @@ TEST_CASE("workspace dns: a TCP resolver through an Egress (SOCKS5 CONNECT to th
   CHECK(s.resolvers[0].egress_held == 3);
 }
 
+TEST_CASE("workspace dns: a UDP resolver through an Egress (SOCKS5 UDP ASSOCIATE)") {
+  kib::policy::testing::DnsResponder resolver("example.test", {"192.0.2.8"});
+  const auto port = static_cast<uint16_t>(std::stoi(resolver.server().substr(resolver.server().rfind(':') + 1)));
+  Socks5TestServer socks(Socks5Script{});
+  World w({ResolverRoute{.tcp = false, .address = loopback(port), .egress_id = "eg"}});
+  auto t = std::make_shared<kib::relay::DialTarget>();
+  auto rev = std::make_shared<kib::EgressRevision>();
+  rev->egress_id = "eg";
+  rev->revision = 1;
+  t->revision = rev;
+  t->endpoint = {"127.0.0.1", socks.port(), kib::policy::IpAddress::parse("127.0.0.1").value()};
+  w.egresses["eg"] = t;
+  const std::string a = w.ask_udp(query(0x7777));
+  REQUIRE(a.size() > 12);
+  CHECK(id_of(a) == 0x7777);
+  CHECK(a.find(std::string("\xc0\x00\x02\x08", 4)) != std::string::npos);  // 192.0.2.8
+  CHECK(socks.seen().udp_datagrams == 1);
+  CHECK(resolver.queries() == 1);
+  const auto s = w.status();
+  REQUIRE(s.resolvers.size() == 1);
+  CHECK(s.resolvers[0].state == "associated");
+  CHECK(s.resolvers[0].relay_address.rfind("127.0.0.1:", 0) == 0);
+}
+
 TEST_CASE("workspace dns: a malformed query is counted, not forwarded") {
   kib::policy::testing::DnsResponder resolver("example.test", {"192.0.2.7"});
   const auto port = static_cast<uint16_t>(std::stoi(resolver.server().substr(resolver.server().rfind(':') + 1)));

@@ -141,6 +141,47 @@ void Socks5TestServer::accept_loop() {
   }
 }
 
+// UDP ASSOCIATE (plain control connection): relays datagrams between the client and
+// the destinations their SOCKS5 UDP headers name (IPv4 only), until the control
+// connection ends ("the association terminates when the TCP connection ... terminates").
+void Socks5TestServer::relay_udp(int control, int udp) {
+  sockaddr_in client{};
+  bool have_client = false;
+  uint8_t buf[65536];
+  while (!stop_.load()) {
+    pollfd p[2] = {{control, POLLIN, 0}, {udp, POLLIN, 0}};
+    if (::poll(p, 2, 100) < 0) return;
+    if (p[0].revents != 0) {
+      ssize_t r = ::recv(control, buf, sizeof buf, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN)) return;
+    }
+    if ((p[1].revents & POLLIN) == 0) continue;
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    ssize_t n = ::recvfrom(udp, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+    if (n <= 0) continue;
+    const bool from_client = !have_client || (from.sin_port == client.sin_port && from.sin_addr.s_addr == client.sin_addr.s_addr);
+    if (from_client && n >= 10 && buf[0] == 0 && buf[1] == 0 && buf[2] == 0 && buf[3] == 1) {
+      client = from;
+      have_client = true;
+      sockaddr_in dst{};
+      dst.sin_family = AF_INET;
+      std::memcpy(&dst.sin_addr, buf + 4, 4);
+      std::memcpy(&dst.sin_port, buf + 8, 2);
+      ::sendto(udp, buf + 10, static_cast<size_t>(n - 10), 0, reinterpret_cast<sockaddr*>(&dst), sizeof dst);
+      std::lock_guard lk(mu_);
+      ++seen_.udp_datagrams;
+    } else if (have_client && !from_client) {
+      // From a destination: wrapped in a header naming it, to the client.
+      std::vector<uint8_t> out = {0, 0, 0, 1};
+      out.insert(out.end(), reinterpret_cast<uint8_t*>(&from.sin_addr), reinterpret_cast<uint8_t*>(&from.sin_addr) + 4);
+      out.insert(out.end(), reinterpret_cast<uint8_t*>(&from.sin_port), reinterpret_cast<uint8_t*>(&from.sin_port) + 2);
+      out.insert(out.end(), buf, buf + n);
+      ::sendto(udp, out.data(), out.size(), 0, reinterpret_cast<sockaddr*>(&client), sizeof client);
+    }
+  }
+}
+
 void Socks5TestServer::serve(int fd) {
   Stream s{fd, nullptr};
   bool reset = false;
@@ -179,6 +220,8 @@ void Socks5TestServer::serve(int fd) {
     ++(SSL_session_reused(s.ssl) ? seen_.tls_resumed : seen_.tls_full);
   }
 
+  bool udp_associate = false;
+  int udp = -1;  // UDP ASSOCIATE's relay socket
   // The SOCKS5 exchange; false: the connection ends here.
   auto socks = [&]() -> bool {
     // The greeting.
@@ -224,7 +267,8 @@ void Socks5TestServer::serve(int fd) {
 
     // The request.
     uint8_t req[4];
-    if (!s.read_exact(req, 4) || req[0] != 5 || req[1] != 1) return false;
+    if (!s.read_exact(req, 4) || req[0] != 5 || (req[1] != 1 && req[1] != 3)) return false;
+    udp_associate = req[1] == 3;
     char text[INET6_ADDRSTRLEN] = "";
     uint8_t addr[16];
     if (req[3] == 1 || req[3] == 4) {
@@ -245,7 +289,19 @@ void Socks5TestServer::serve(int fd) {
       drain_until_eof(false);
       return false;
     }
-    const uint8_t reply[10] = {5, script_.reply, 0, 1, 127, 0, 0, 1, 0x04, 0x38};
+    uint8_t reply[10] = {5, script_.reply, 0, 1, 127, 0, 0, 1, 0x04, 0x38};
+    if (udp_associate && s.ssl == nullptr) {
+      // The relay: a UDP socket on 127.0.0.1, named in the reply (BND.ADDR/PORT).
+      udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      if (udp < 0 || ::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+          getsockname(udp, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+        return false;
+      std::memcpy(reply + 8, &a.sin_port, 2);
+    }
     if (!s.write_all(reply, sizeof reply) || script_.reply != 0) return false;
     {
       std::lock_guard lk(mu_);
@@ -253,7 +309,10 @@ void Socks5TestServer::serve(int fd) {
     }
     return true;
   };
-  if (script_.handshake != Socks5Script::Handshake::none && !socks()) return done();
+  const bool dialed = script_.handshake == Socks5Script::Handshake::none || socks();
+  if (udp_associate && dialed && udp >= 0) relay_udp(fd, udp);
+  if (udp >= 0) ::close(udp);
+  if (!dialed || udp_associate) return done();
 
   // The destination.
   switch (script_.then) {

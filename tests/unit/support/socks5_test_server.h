@@ -5,7 +5,8 @@
 // credentials it accepts), how it answers (a reply code, no answer, a close, an RST),
 // optionally inside TLS, and what the "destination" behind it does once CONNECT
 // succeeded (the server plays the destination itself: echo, send and shut, RST, hold,
-// bulk both ways). It records what it saw, for the test to check.
+// bulk both ways). A UDP ASSOCIATE (plain) gets a relay on 127.0.0.1 that forwards
+// to the destinations the datagrams name. It records what it saw, for the test to check.
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 
@@ -66,6 +67,7 @@ struct Socks5Seen {
   bool bulk_ok = false;               // bulk: every byte arrived and matched
   size_t bulk_received = 0;
   int dns_queries = 0;  // dns: framed queries answered
+  int udp_datagrams = 0;  // UDP ASSOCIATE: client datagrams relayed to their destination
   int finished = 0;  // connections whose handling ended
 };
 
@@ -85,6 +87,7 @@ class Socks5TestServer {
  private:
   void accept_loop();
   void serve(int fd);
+  void relay_udp(int control, int udp);
 
   Socks5Script script_;
   int listen_fd_ = -1;
