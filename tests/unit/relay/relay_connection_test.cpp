@@ -77,7 +77,8 @@ struct World {
   std::shared_ptr<DialTarget> target = std::make_shared<DialTarget>();
   GuestListener listener;
 
-  World(uint32_t slots, Socks5Script script, bool tls = false) : loop(slots), server(std::move(script)) {
+  World(uint32_t slots, Socks5Script script, bool tls = false, uint32_t buffers_posted = 32)
+      : loop(slots, buffers_posted), server(std::move(script)) {
     auto rev = std::make_shared<kib::EgressRevision>();
     rev->egress_id = "eg-test";
     rev->revision = 1;
@@ -119,7 +120,36 @@ struct Case {
   Socks5Script script;
   std::function<void(World&)> body;
   bool tls = false;
+  uint32_t buffers_posted = 32;
 };
+
+// n guests at once, each sending its own bytes (`size` of them) and shutting; each
+// gets exactly its bytes back.
+void many_echoes(World& w, int n, size_t size) {
+  std::vector<std::unique_ptr<Guest>> guests;
+  for (int i = 0; i < n; ++i) {
+    guests.push_back(w.connect());
+    std::string data(size, '\0');
+    for (size_t j = 0; j < size; ++j) data[j] = static_cast<char>('a' + (i + j) % 26);
+    guests.back()->send(data, true);
+  }
+  REQUIRE(w.loop.drive(
+      [&] {
+        for (auto& g : guests)
+          if (!g->eof && g->error == 0) return false;
+        return true;
+      },
+      [&] {
+        for (auto& g : guests) g->pump();
+      },
+      8000));
+  for (auto& g : guests) {
+    CHECK(g->error == 0);
+    CHECK(g->in == g->out);
+  }
+  REQUIRE(w.loop.drive([&] { return w.obs.released == n; }));
+  CHECK(w.obs.established == n);
+}
 
 Socks5Script script(Then then) {
   Socks5Script s;
@@ -219,6 +249,13 @@ const std::vector<Case>& cases() {
          CHECK(g->reset());
          CHECK(w.obs.reason == "endpoint closed the connection during the handshake");
        }},
+      {"50 connections at once on one loop, each gets its own bytes back",
+       script(Then::echo),
+       [](World& w) { many_echoes(w, 50, 3000); }},
+      {"a provided-buffer ring of 2: recvs run dry (ENOBUFS) and wait for buffers, bytes intact",
+       script(Then::echo),
+       [](World& w) { many_echoes(w, 8, 300000); },
+       false, 2},
       {"the server resets the connection at the greeting: dial failed with the error",
        [] {
          Socks5Script s = script(Then::echo);
@@ -508,7 +545,7 @@ TEST_CASE("relay connection: table of cases on a real ring, with and without dir
       const int fds_before = kib::test::count_fds();
       int released = 0, closed = 0, established = 0, failed = 0;
       {
-        World w(slots, c.script, c.tls);
+        World w(slots, c.script, c.tls, c.buffers_posted);
         c.body(w);
         released = w.obs.released;
         closed = w.obs.closed;

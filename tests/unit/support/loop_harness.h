@@ -51,11 +51,12 @@ struct TestLoop {
   StepClock clock;
   std::unique_ptr<uring::Loop> loop;
 
-  explicit TestLoop(uint32_t file_slots = 0) {
+  // buffers_posted: how many provided buffers sit in the ring (few: recvs run dry).
+  explicit TestLoop(uint32_t file_slots = 0, uint32_t buffers_posted = 32) {
     uring::LoopOptions o;
     o.sq_entries = 256;
     o.buffer_count = 64;
-    o.buffers_posted = 32;
+    o.buffers_posted = buffers_posted;
     o.file_slots = file_slots;
     o.clock = clock.fn();
     auto l = uring::Loop::create(o);
