@@ -119,7 +119,7 @@ void WorkspaceDns::on_guest_tcp_closed(uint64_t connection) {
 }
 
 void WorkspaceDns::submit(const GuestOrigin& origin, ByteView query) {
-  auto d = mux_->submit(origin, query, Clock::now());
+  auto d = mux_->submit(origin, query, now());
   if (!d.ok()) return;  // counted; the guest retries as after a lost datagram
   if (!origin.is_udp()) {
     if (auto it = tcp_connections_.find(origin.tcp_connection); it != tcp_connections_.end())
@@ -177,7 +177,7 @@ void WorkspaceDns::dispatch(const Dispatch& d) {
     auto opened = open_slot(d.resolver, tcp);
     if (!opened.ok()) {
       last_errors_[d.resolver] = opened.error().message;
-      return run(mux_->resolver_failed(d.resolver, Clock::now()));
+      return run(mux_->resolver_failed(d.resolver, now()));
     }
     token = *opened;
     slot = &slots_.at(token);
@@ -186,14 +186,14 @@ void WorkspaceDns::dispatch(const Dispatch& d) {
   if (auto st = slot->channel->send(d.message); !st.ok()) {
     last_errors_[d.resolver] = st.error().message;
     close_slot(token);
-    run(mux_->resolver_failed(d.resolver, Clock::now()));
+    run(mux_->resolver_failed(d.resolver, now()));
   }
 }
 
 void WorkspaceDns::on_channel_answer(size_t token, ByteView message) {
   auto it = slots_.find(token);
   if (it == slots_.end()) return;
-  run(mux_->answer(it->second.resolver, message, Clock::now()));
+  run(mux_->answer(it->second.resolver, message, now()));
   rearm();
 }
 
@@ -206,7 +206,7 @@ void WorkspaceDns::on_channel_failed(size_t token, const std::string& reason) {
   close_slot(token);
   // A draining channel's queries wait for their own timeout: the active channel of
   // the same resolver may still be fine.
-  if (active) run(mux_->resolver_failed(resolver, Clock::now()));
+  if (active) run(mux_->resolver_failed(resolver, now()));
   rearm();
 }
 
@@ -260,7 +260,7 @@ void WorkspaceDns::egress_deleted(const std::string& egress_id) {
 }
 
 void WorkspaceDns::on_timer(uring::Timer&) {
-  run(mux_->expire(Clock::now()));
+  run(mux_->expire(now()));
   const uint64_t now = ctx_.loop.now_ms();
   std::vector<uint64_t> close_now;
   for (auto& [token, slot] : slots_) {
@@ -281,7 +281,7 @@ void WorkspaceDns::on_timer(uring::Timer&) {
 void WorkspaceDns::rearm() {
   uint64_t at = ctx_.loop.now_ms() + kSweepMs;
   if (auto next = mux_->next_deadline()) {
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*next - now()).count();
     at = std::min<uint64_t>(at, ctx_.loop.now_ms() + static_cast<uint64_t>(std::max<int64_t>(wait, 0)));
   }
   if (slots_.empty() && tcp_connections_.empty() && !mux_->next_deadline()) return timer_.cancel();

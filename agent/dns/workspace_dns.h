@@ -116,6 +116,10 @@ class WorkspaceDns final : private GuestEvents, private ChannelEvents, private u
   Result<uint64_t> open_slot(size_t resolver, bool tcp);
   void close_slot(uint64_t token);
   void rearm();
+  // The mux's time is the loop's (LoopOptions::clock; CLOCK_MONOTONIC like
+  // steady_clock by default), so that attempt deadlines and the timer that expires
+  // them read one clock, which tests step.
+  Clock::time_point now() const { return Clock::time_point(std::chrono::milliseconds(ctx_.loop.now_ms())); }
   void reset_resolvers(std::vector<ResolverRoute> resolvers);
 
   const StreamContext& ctx_;

@@ -1,0 +1,252 @@
+// Worker on its own thread and ring, unprivileged: an ordinary loopback listener in
+// place of the TPROXY one (its accepted sockets' local address is the "original
+// destination"), the in-process SOCKS5 server as the Egress, and a clock the test
+// moves on for the drain deadline. Cases: accept -> relay -> close, uncovered
+// destination refused, per-workspace limit refused, Egress not published, a new
+// revision drains older connections, delete_egress and stop() close them.
+#include <doctest/doctest.h>
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "agent/dataplane/worker.h"
+#include "tests/unit/support/loop_harness.h"
+#include "tests/unit/support/socks5_test_server.h"
+
+using kib::dataplane::EgressStats;
+using kib::dataplane::Worker;
+using kib::dataplane::WorkerHost;
+using kib::dataplane::WorkerOptions;
+using kib::dataplane::WorkspacePlan;
+using kib::dataplane::WorkspaceStats;
+using kib::test::Guest;
+using kib::test::GuestListener;
+using kib::test::Socks5Script;
+using kib::test::Socks5Seen;
+using kib::test::Socks5TestServer;
+using Then = Socks5Script::Then;
+
+namespace {
+
+struct Host final : WorkerHost {
+  std::atomic<int> egress_acks{0};
+  std::atomic<int> policy_acks{0};
+  std::atomic<uint64_t> last_egress_revision{0};
+  void ack_egress(unsigned, const std::string&, uint64_t revision) override {
+    last_egress_revision = revision;
+    ++egress_acks;
+  }
+  void ack_policy(unsigned, const std::string&, uint64_t) override { ++policy_acks; }
+};
+
+// Bounded real-time wait (the worker runs on its own thread): pumps the guests, and
+// sleeps in poll() on the first one between checks.
+template <typename P>
+bool wait_until(P pred, std::initializer_list<Guest*> guests = {}, int cap_ms = 5000) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(cap_ms);
+  for (;;) {
+    for (Guest* g : guests) g->pump();
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() > until) return false;
+    if (guests.size() > 0) {
+      pollfd p{(*guests.begin())->fd.get(), POLLIN, 0};
+      ::poll(&p, 1, 2);
+    } else {
+      ::poll(nullptr, 0, 1);
+    }
+  }
+}
+
+struct World {
+  std::atomic<uint64_t> now{1'000'000};
+  Host host;
+  std::atomic<int64_t> total{0};
+  kib::policy::EndpointAddressPolicy policy{{kib::policy::Cidr::parse("127.0.0.0/8").value()}};
+  Socks5TestServer server;
+  GuestListener listener;
+  std::shared_ptr<WorkspaceStats> stats = std::make_shared<WorkspaceStats>();
+  WorkerOptions opts;
+  std::unique_ptr<Worker> worker;
+
+  explicit World(Socks5Script s, uint32_t per_workspace = 100) : server(std::move(s)) {
+    opts.loop.sq_entries = 256;
+    opts.loop.buffer_count = 64;
+    opts.loop.file_slots = 64;
+    opts.loop.clock = [this] { return now.load(); };
+    opts.max_connections_per_workspace = per_workspace;
+    opts.total_connections = &total;
+    opts.address_policy = &policy;
+    opts.resolver.servers = {"127.0.0.1:1"};  // never asked: the endpoints are IP literals
+    worker = std::make_unique<Worker>(0, host, opts);
+    REQUIRE(worker->start().ok());
+  }
+
+  kib::relay::DialTargetPtr target(uint64_t revision) {
+    auto t = std::make_shared<kib::relay::DialTarget>();
+    auto rev = std::make_shared<kib::EgressRevision>();
+    rev->egress_id = "eg";
+    rev->revision = revision;
+    t->revision = rev;
+    t->endpoint = {"127.0.0.1", server.port(), kib::policy::IpAddress::parse("127.0.0.1").value()};
+    return t;
+  }
+  void publish(uint64_t revision, uint32_t drain_seconds = 0) {
+    const int acks = host.egress_acks;
+    worker->publish_egress(target(revision), drain_seconds);
+    REQUIRE(wait_until([&] { return host.egress_acks == acks + 1; }));
+  }
+  // Routes `cidr` through `egress_id`.
+  void apply(const char* cidr, const char* egress_id = "eg") {
+    ::kibotos::ctrl::v1::NetworkPolicy p;
+    auto* r = p.add_egresses();
+    r->set_egress_id(egress_id);
+    r->add_destinations(cidr);
+    auto plan = std::make_shared<WorkspacePlan>();
+    plan->id = "ws";
+    plan->policy_revision = 1;
+    plan->routes = kib::policy::RouteMatcher::compile(p).value();
+    plan->stats = stats;
+    const int acks = host.policy_acks;
+    worker->apply_workspace(plan, std::make_shared<kib::UniqueFd>(::dup(listener.fd.get())), nullptr, 0);
+    REQUIRE(wait_until([&] { return host.policy_acks == acks + 1; }));
+  }
+  std::shared_ptr<EgressStats> egress(const char* id = "eg") { return stats->egress(id); }
+  std::unique_ptr<Guest> connect() { return std::make_unique<Guest>(listener.addr); }
+};
+
+Socks5Script then(Then t) {
+  Socks5Script s;
+  s.then = t;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("worker: accept -> dial -> relay -> close, counters back to zero") {
+  const int fds_before = kib::test::count_fds();
+  {
+    World w(then(Then::echo));
+    w.publish(1);
+    w.apply("127.0.0.1/32");
+    auto g = w.connect();
+    g->send("through the worker", true);
+    REQUIRE(wait_until([&] { return g->eof || g->error != 0; }, {g.get()}));
+    CHECK(g->error == 0);
+    CHECK(g->in == "through the worker");
+    CHECK(w.server.seen().last_destination == "127.0.0.1:" + std::to_string(w.listener.port()));
+    REQUIRE(wait_until([&] { return w.stats->connections == 0 && w.total == 0; }));
+    CHECK(w.egress()->active == 0);
+    CHECK(w.egress()->dial_failures == 0);
+    w.worker->stop();
+  }
+  CHECK(kib::test::count_fds() == fds_before);
+}
+
+TEST_CASE("worker: a destination no route covers is refused with an RST") {
+  World w(then(Then::echo));
+  w.publish(1);
+  w.apply("10.0.0.0/8");
+  auto g = w.connect();
+  REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
+  CHECK(g->reset());
+  CHECK(w.stats->refused_uncovered == 1);
+  CHECK(w.server.seen().connections == 0);
+}
+
+TEST_CASE("worker: past the per-workspace limit a guest is refused; the others go on") {
+  World w(then(Then::echo), /*per_workspace=*/1);
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  auto g1 = w.connect();
+  g1->send("one");
+  REQUIRE(wait_until([&] { return g1->in == "one"; }, {g1.get()}));
+  auto g2 = w.connect();
+  REQUIRE(wait_until([&] { return g2->error != 0 || g2->eof; }, {g2.get()}));
+  CHECK(g2->reset());
+  CHECK(w.stats->refused_over_limit == 1);
+  g1->send("two", true);
+  REQUIRE(wait_until([&] { return g1->eof || g1->error != 0; }, {g1.get()}));
+  CHECK(g1->in == "onetwo");
+  REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+  // Room again.
+  auto g3 = w.connect();
+  g3->send("three", true);
+  REQUIRE(wait_until([&] { return g3->eof || g3->error != 0; }, {g3.get()}));
+  CHECK(g3->in == "three");
+}
+
+TEST_CASE("worker: a route to an Egress not published yet fails the dial") {
+  World w(then(Then::echo));
+  w.apply("127.0.0.1/32", "eg-missing");
+  auto g = w.connect();
+  REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
+  CHECK(g->reset());
+  CHECK(w.egress("eg-missing")->dial_failures == 1);
+  CHECK(w.egress("eg-missing")->error().find("not published") != std::string::npos);
+}
+
+TEST_CASE("worker: a failed dial is counted with its reason") {
+  Socks5Script s = then(Then::echo);
+  s.reply = 5;
+  World w(s);
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  auto g = w.connect();
+  REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
+  CHECK(g->reset());
+  REQUIRE(wait_until([&] { return w.egress()->dial_failures == 1; }));
+  CHECK(w.egress()->dial_refusals == 0);
+  CHECK(w.egress()->error() == "socks5: connection_refused");
+  REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+}
+
+TEST_CASE("worker: a new Egress revision drains older connections until the deadline") {
+  World w(then(Then::echo));
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  auto g = w.connect();
+  g->send("a");
+  REQUIRE(wait_until([&] { return g->in == "a"; }, {g.get()}));
+  REQUIRE(w.egress()->active == 1);
+  w.publish(2, /*drain_seconds=*/5);
+  CHECK(w.egress()->draining == 1);
+  CHECK(w.egress()->active == 0);
+  w.now += 4000;  // still within the drain
+  g->send("b");
+  REQUIRE(wait_until([&] { return g->in == "ab"; }, {g.get()}));
+  w.now += 2000;  // past it: the loop's next tick closes it
+  REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
+  CHECK(g->reset());
+  REQUIRE(wait_until([&] { return w.egress()->draining == 0 && w.stats->connections == 0; }));
+  // New connections take the new revision.
+  auto g2 = w.connect();
+  g2->send("c", true);
+  REQUIRE(wait_until([&] { return g2->eof || g2->error != 0; }, {g2.get()}));
+  CHECK(g2->in == "c");
+}
+
+TEST_CASE("worker: delete_egress and stop close live connections") {
+  World w(then(Then::echo));
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  auto g = w.connect();
+  g->send("a");
+  REQUIRE(wait_until([&] { return g->in == "a"; }, {g.get()}));
+  w.worker->delete_egress("eg");
+  REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
+  CHECK(g->reset());
+  REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+
+  w.publish(2);
+  auto g2 = w.connect();
+  g2->send("b");
+  REQUIRE(wait_until([&] { return g2->in == "b"; }, {g2.get()}));
+  w.worker->stop();
+  g2->pump();
+  CHECK(g2->reset());
+  CHECK(w.stats->connections == 0);
+  CHECK(w.total == 0);
+}
