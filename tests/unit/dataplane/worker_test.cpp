@@ -250,3 +250,25 @@ TEST_CASE("worker: delete_egress and stop close live connections") {
   CHECK(w.stats->connections == 0);
   CHECK(w.total == 0);
 }
+
+TEST_CASE("worker: stop_accepting (take-over) keeps live connections relaying and accepts no more") {
+  World w(then(Then::echo));
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  auto g = w.connect();
+  g->send("before", false);
+  REQUIRE(wait_until([&] { return g->in == "before"; }, {g.get()}));
+  const int fds = kib::test::count_fds();
+  w.worker->stop_accepting();
+  // The worker's share of the listening socket closes (the test keeps its own open,
+  // as the next agent's listeners keep the SO_REUSEPORT group).
+  REQUIRE(wait_until([&] { return kib::test::count_fds() == fds - 1; }));
+  auto late = w.connect();
+  g->send(" after", true);
+  REQUIRE(wait_until([&] { return g->eof || g->error != 0; }, {g.get(), late.get()}));
+  CHECK(g->error == 0);
+  CHECK(g->in == "before after");
+  CHECK(w.server.seen().connections == 1);  // the late guest was never relayed
+  CHECK(late->in.empty());
+  REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+}
