@@ -19,6 +19,9 @@ const char* const kFeatures[] = {
     "workspace.tproxy", "workspace.dns",
 };
 
+// Taken when the program is loaded: the process's start, to the operator.
+const std::chrono::system_clock::time_point kProcessStart = std::chrono::system_clock::now();
+
 }  // namespace
 
 Result<AgentTotals> AgentService::totals() {
@@ -43,6 +46,10 @@ Result<ctrl::GetAgentResponse> AgentService::get(const ctrl::GetAgentRequest&) {
   auto ns = static_cast<int64_t>(t.uptime_seconds * 1e9);
   a->mutable_uptime()->set_seconds(ns / 1000000000);
   a->mutable_uptime()->set_nanos(static_cast<int32_t>(ns % 1000000000));
+  const auto since_epoch =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kProcessStart.time_since_epoch()).count();
+  a->mutable_process_start_time()->set_seconds(since_epoch / 1000000000);
+  a->mutable_process_start_time()->set_nanos(static_cast<int32_t>(since_epoch % 1000000000));
   for (const char* f : kFeatures) a->add_features(f);
   a->set_workspace_count(t.workspaces);
   a->set_egress_count(t.egresses);

@@ -31,6 +31,12 @@ def guest_results(p, timeout):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def start_time(agent):
+    status, body = agent.call("kibotos.ctrl.v1.AgentService/GetAgent")
+    assert status == 200, body
+    return body["agent"]["processStartTime"]  # RFC 3339, UTC: ordered as text
+
+
 def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent_factory):
     ws = lab.add_workspace()
     e2e.start_destinations(lab)
@@ -42,17 +48,19 @@ def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent
     egress, workspace = e2e.attach(env)
     wid = e2e.field(workspace, "workspace_id")
     load = start_guest_load(lab, ws, seconds=12)
-    olds = []
+    olds, started = [], [start_time(agent)]
     for _ in range(2):
         time.sleep(3)
         olds.append(agent.take_over())
+        started.append(start_time(agent))
         # The store moved: the new agent answers with what the old one stored.
         assert e2e.field(e2e.get_workspace(agent, wid), "workspace_id") == wid
+    assert started[0] < started[1] < started[2]  # GetAgent tells a take-over happened
     r = guest_results(load, timeout=120)
     print("take-over under load:", json.dumps(r))
     assert r["up"] == ["OK"] * 4 and r["down"] == ["OK"] * 4, r
     assert r["idle"] == ["timeout"] * 10, r  # none reset, ended or stalled
-    assert r["new_failed"] == [] and r["new_ok"] >= 250, r
+    assert r["new_failed"] == [] and r["new_ok"] >= 100, r  # ~25/s for 12 s, fewer on a loaded machine
     # Each old agent exits by itself once its last connection ended, long before
     # restart.drain_timeout.
     for old in olds:

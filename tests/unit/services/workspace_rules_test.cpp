@@ -736,6 +736,13 @@ TEST_CASE("GetAgent: version, features, uptime and counts from the store and the
   CHECK(r->agent().active_connections() == 7);
   CHECK(r->agent().draining_connections() == 3);
   CHECK(r->agent().uptime().seconds() >= 0);
+  // The process started before this call, and not before this test program did.
+  using std::chrono::system_clock;
+  const int64_t started = r->agent().process_start_time().seconds();
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(system_clock::now().time_since_epoch()).count();
+  CHECK(started > 1'700'000'000);
+  CHECK(started <= now);
+  CHECK(started >= now - 3600);
 }
 
 TEST_CASE("UpdateNetworkPolicy: expected_revision is required; drain_seconds 0 to 3600, absent 600") {
