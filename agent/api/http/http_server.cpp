@@ -1,5 +1,6 @@
 #include "agent/api/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -19,6 +20,21 @@ void set_timeouts(int fd, std::chrono::seconds timeout) {
   tv.tv_sec = static_cast<time_t>(timeout.count());
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// Time a TLS client has for each read of its handshake: a connection that never sends
+// a ClientHello holds a slot this long, not api.idle_timeout.
+constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+
+// The address a TCP peer connects from, without its port ("" when unknown).
+std::string tcp_peer_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char host[INET6_ADDRSTRLEN] = {};
+  const void* a = ss.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
+                                           : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
+  return ::inet_ntop(ss.ss_family, a, host, sizeof host) ? host : "";
 }
 
 std::string unix_peer(int fd) {
@@ -83,19 +99,31 @@ void HttpServer::accept_loop(int listen_fd, Kind kind) {
     if (n <= 0 || stopping_.load() || !(fds[0].revents & POLLIN)) continue;
     UniqueFd fd(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd) continue;  // EAGAIN, ECONNABORTED, EMFILE: try again on the next poll
-    if (active_connections() >= config_.max_connections) {
-      spdlog::warn("api: refusing a connection: {} connections open (api.max_connections)",
-                   config_.max_connections);
+    // Each listener has its own budget: whoever reaches the TLS port cannot use up the
+    // operators' Unix socket, and one TLS peer address at most a share of its port's.
+    const std::string peer = kind == Kind::tls ? tcp_peer_host(fd.get()) : std::string();
+    const Load load = active_connections(kind, peer);
+    if (load.listener >= config_.max_connections) {
+      spdlog::warn("api: refusing a connection on the {}: {} connections open (api.max_connections)",
+                   kind == Kind::tls ? "TLS listener" : "Unix socket", load.listener);
       continue;  // closed by fd's destructor
     }
-    spawn(std::move(fd), kind);
+    if (kind == Kind::tls && load.peer >= max_per_tls_peer()) {
+      spdlog::warn("api: refusing a TLS connection from {}: {} open from that address", peer, load.peer);
+      continue;
+    }
+    spawn(std::move(fd), kind, peer);
   }
 }
 
-void HttpServer::spawn(UniqueFd fd, Kind kind) {
-  set_timeouts(fd.get(), config_.idle_timeout);
+size_t HttpServer::max_per_tls_peer() const { return std::max<size_t>(1, config_.max_connections / 4); }
+
+void HttpServer::spawn(UniqueFd fd, Kind kind, std::string peer) {
+  set_timeouts(fd.get(), kind == Kind::tls ? kTlsHandshakeTimeout : config_.idle_timeout);
   auto w = std::make_unique<Worker>();
   w->fd = std::move(fd);
+  w->kind = kind;
+  w->peer = std::move(peer);
   Worker& ref = *w;
   std::lock_guard lock(mu_);
   workers_.push_back(std::move(w));
@@ -110,6 +138,7 @@ void HttpServer::serve(Worker& w, Kind kind) {
   } else if (auto ctx = tls_->current()) {
     auto tls = TlsStream::accept(ctx.get(), fd);
     if (tls.ok()) {
+      set_timeouts(fd, config_.idle_timeout);
       serve_connection(**tls, handler_, (*tls)->peer_subject());
     } else {
       spdlog::info("api: TLS client refused: {}", tls.error().message);
@@ -132,11 +161,15 @@ void HttpServer::reap_finished() {
   for (auto& w : finished) w->thread.join();
 }
 
-size_t HttpServer::active_connections() {
+HttpServer::Load HttpServer::active_connections(Kind kind, const std::string& peer) {
   std::lock_guard lock(mu_);
-  size_t n = 0;
-  for (const auto& w : workers_) n += w->done.load() ? 0 : 1;
-  return n;
+  Load load;
+  for (const auto& w : workers_) {
+    if (w->done.load() || w->kind != kind) continue;
+    ++load.listener;
+    if (!peer.empty() && w->peer == peer) ++load.peer;
+  }
+  return load;
 }
 
 void HttpServer::stop() {

@@ -1,7 +1,9 @@
 #pragma once
 // The API's HTTP server: an accept thread per listener (Unix socket, optional mTLS
-// TCP) and a thread per connection, at most api.max_connections at once (new ones over
-// the cap are closed at once). Blocking I/O, api.idle_timeout per read.
+// TCP) and a thread per connection, at most api.max_connections at once per listener,
+// and on the TLS listener a quarter of that per client address (new ones over
+// the cap are closed at once). Blocking I/O, api.idle_timeout per read (a TLS
+// handshake: 10 s per read).
 #include <atomic>
 #include <list>
 #include <memory>
@@ -54,20 +56,27 @@ class HttpServer {
   const std::string& unix_socket_path() const { return config_.unix_socket; }
 
  private:
+  enum class Kind { unix_socket, tls };
   struct Worker {
     UniqueFd fd;
+    Kind kind = Kind::unix_socket;
+    std::string peer;  // TLS: the client's address
     std::thread thread;
     std::atomic<bool> done{false};
   };
-  enum class Kind { unix_socket, tls };
+  struct Load {
+    size_t listener = 0;  // open connections of the listener
+    size_t peer = 0;      // ... from the same address
+  };
 
   Status start_accepting();
   void stop_connections(int how);
   void accept_loop(int listen_fd, Kind kind);
-  void spawn(UniqueFd fd, Kind kind);
+  void spawn(UniqueFd fd, Kind kind, std::string peer);
+  size_t max_per_tls_peer() const;
   void serve(Worker& w, Kind kind);
   void reap_finished();
-  size_t active_connections();
+  Load active_connections(Kind kind, const std::string& peer);
 
   ApiConfig config_;
   const HttpHandler& handler_;

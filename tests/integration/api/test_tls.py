@@ -5,8 +5,10 @@ import http.client
 import json
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
+import time
 import warnings
 
 import pytest
@@ -181,3 +183,41 @@ def test_a_bad_tls_certificate_stops_the_start(agent_factory, pki, tmp_state):
     a.start(wait=False)
     assert a.proc.wait(15) == 1
     assert "api.tls" in a.log()
+
+
+def test_silent_tls_peers_neither_lock_out_the_unix_socket_nor_hold_their_slots(agent_factory, pki):
+    """Issue 33 (1): connections to the TLS port that never send a ClientHello do not
+    take the Unix socket's budget, one address holds at most a quarter of the TLS
+    listener's, and each is dropped at the 10 s handshake deadline, not api.idle_timeout."""
+    port = free_port()
+    cert, key = pki["server"]
+    a = agent_factory(config={"api": {"max_connections": 16, "idle_timeout": "60s", "tls": {
+        "listen": "127.0.0.1:%d" % port, "cert": cert, "key": key, "client_ca": pki["ca"]}}})
+    a.tls_port = port
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+    started = time.monotonic()
+    assert a.call("kibotos.ctrl.v1.AgentService/GetAgent")[0] == 200
+
+    def closed(s):
+        s.setblocking(False)
+        try:
+            return s.recv(1) == b""
+        except BlockingIOError:
+            return False
+        except ConnectionResetError:
+            return True
+
+    wait_for(lambda: sum(closed(s) for s in silent) == 36, 5, what="all but 4 silent connections closed")
+    held = [s for s in silent if not closed(s)]
+    assert len(held) == 4  # 16 / 4 from one address
+    for s in held:
+        s.settimeout(20)
+        assert s.recv(1) == b""
+    waited = time.monotonic() - started
+    assert 8 < waited < 20, waited
+    # The slots are free again for a real client.
+    c = https(a, pki)
+    c.request("POST", "/kibotos.ctrl.v1.AgentService/GetAgent", body=b"{}", headers={"Content-Type": "application/json"})
+    assert c.getresponse().status == 200
+    for s in silent:
+        s.close()
