@@ -1,3 +1,6 @@
+// About 400 lines: the runtime's three jobs over one set of Workers and one mutex:
+// publishing (Egress revisions, Workspace plans and their placement on loops),
+// collecting the loops' acknowledgements, and reporting status, counts and metrics.
 #include "agent/dataplane/dataplane_runtime.h"
 
 #include <sys/resource.h>

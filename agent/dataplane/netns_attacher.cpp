@@ -1,3 +1,6 @@
+// Over 400 lines for a reason: the one owner of every Workspace namespace's attachment,
+// whose entry lives through attach, restore (prepare/adopt), update, repair and detach
+// under one mutex; the steps share the entries, the attach memo and the change watches.
 #include "agent/dataplane/netns_attacher.h"
 
 #include <spdlog/spdlog.h>
