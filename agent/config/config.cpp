@@ -250,6 +250,7 @@ const std::vector<Key>& keys() {
       key<&Config::api, &A::max_connections>("api.max_connections", UintIn{1, 100000}),
       key<&Config::api, &A::max_body_bytes>("api.max_body_bytes", UintIn{1024, 64 << 20}),
       key<&Config::api, &A::idle_timeout>("api.idle_timeout", Seconds{}),
+      key<&Config::api, &A::request_timeout>("api.request_timeout", Seconds{}),
       key<&Config::api, &A::tls, &T::listen>("api.tls.listen", HostPort{}),
       key<&Config::api, &A::tls, &T::cert>("api.tls.cert", AbsolutePath{}),
       key<&Config::api, &A::tls, &T::key>("api.tls.key", AbsolutePath{}),

@@ -28,6 +28,8 @@ struct ApiConfig {
   size_t max_body_bytes = 1 << 20;
   // A connection with no request for this long is closed.
   std::chrono::seconds idle_timeout{60};
+  // The longest a request (headers and body) may take to arrive, from its first byte.
+  std::chrono::seconds request_timeout{30};
 };
 
 struct EgressConfig {

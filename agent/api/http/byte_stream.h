@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
+#include <optional>
 
 namespace kib::api {
 
@@ -17,6 +19,10 @@ class ByteStream {
   virtual ssize_t read(void* buf, size_t len) = 0;
   // Writes everything or returns false.
   virtual bool write_all(const void* data, size_t len) = 0;
+  // The session tells, before each read, since when the oldest request it is still
+  // receiving began (nullopt: none, the connection waits for one). A stream that
+  // enforces api.request_timeout (DeadlineStream) ends the read at that deadline.
+  virtual void request_pending_since(std::optional<std::chrono::steady_clock::time_point>) {}
 };
 
 // A plain socket; does not own the fd.

@@ -35,8 +35,9 @@ void Http1Session::serve(std::string_view initial) {
   if (!initial.empty() && !feed(initial.data(), initial.size())) return;
   char buf[16384];
   for (;;) {
+    stream_.request_pending_since(request_began_);
     ssize_t n = stream_.read(buf, sizeof buf);
-    if (n <= 0) return;  // closed, idle timeout or error
+    if (n <= 0) return;  // closed, idle timeout, request deadline or error
     if (!feed(buf, static_cast<size_t>(n))) return;
   }
 }
@@ -133,6 +134,7 @@ void Http1Session::commit_header() {
 
 int Http1Session::on_message_begin(http_parser* p) {
   Http1Session* s = self(p);
+  s->request_began_ = std::chrono::steady_clock::now();
   s->current_ = HttpRequest{};
   s->current_.peer = s->peer_;
   s->url_.clear();
@@ -201,6 +203,7 @@ int Http1Session::on_message_complete(http_parser* p) {
   Http1Session* s = self(p);
   s->ready_.push_back(Pending{std::move(s->current_), http_should_keep_alive(p) != 0});
   s->current_ = HttpRequest{};
+  s->request_began_.reset();
   return 0;
 }
 

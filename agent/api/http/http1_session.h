@@ -4,6 +4,8 @@
 #include <http_parser.h>
 
 #include <deque>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,6 +51,8 @@ class Http1Session {
   http_parser parser_;
   http_parser_settings settings_;
   HttpRequest current_;
+  // When the request being received began (its first byte); none between requests.
+  std::optional<std::chrono::steady_clock::time_point> request_began_;
   std::string url_, field_, value_;
   bool last_was_value_ = false;
   bool too_many_headers_ = false;

@@ -60,10 +60,20 @@ void Http2Session::serve(std::string_view initial) {
   while (nghttp2_session_want_read(session_.get()) || nghttp2_session_want_write(session_.get())) {
     if (nghttp2_session_send(session_.get()) != 0) return;
     if (!nghttp2_session_want_read(session_.get())) continue;
+    stream_.request_pending_since(oldest_pending_request());
     ssize_t n = stream_.read(buf, sizeof buf);
     if (n <= 0) return;
     if (!receive(buf, static_cast<size_t>(n))) return;
   }
+}
+
+// The oldest request still being received. A streaming call's request side stays
+// open as long as its client wants (answered as it arrives): not a pending request.
+std::optional<std::chrono::steady_clock::time_point> Http2Session::oldest_pending_request() const {
+  std::optional<std::chrono::steady_clock::time_point> oldest;
+  for (const auto& [id, s] : streams_)
+    if (!s->request_complete && !s->call && (!oldest || s->began < *oldest)) oldest = s->began;
+  return oldest;
 }
 
 bool Http2Session::receive(const char* data, size_t len) {

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <map>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,7 @@ class Http2Session {
     size_t sent = 0;
     bool responded = false;
     bool request_complete = false;
+    std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
     // A call answered as its body arrives (handler.open()), and what it has to send.
     std::unique_ptr<StreamingCall> call;
     std::string out;
@@ -48,6 +51,7 @@ class Http2Session {
 
   bool start();
   bool receive(const char* data, size_t len);
+  std::optional<std::chrono::steady_clock::time_point> oldest_pending_request() const;
   bool answer_ready();
   bool respond(int32_t stream_id, Stream& s);
   // Feeds a streaming call and submits what it produced.

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "agent/api/http/connection.h"
+#include "agent/api/http/deadline_stream.h"
 #include "agent/api/http/tcp_listener.h"
 #include "agent/api/http/tls_stream.h"
 #include "agent/common/errno_error.h"
@@ -103,7 +104,10 @@ void HttpServer::accept_loop(int listen_fd, Kind kind) {
     // operators' Unix socket, and one TLS peer address at most a share of its port's.
     const std::string peer = kind == Kind::tls ? tcp_peer_host(fd.get()) : std::string();
     const Load load = active_connections(kind, peer);
-    if (load.listener >= config_.max_connections) {
+    if (load.listener >= config_.max_connections && shed_oldest_idle(kind)) {
+      spdlog::info("api: {} at api.max_connections ({}): closed its longest idle connection for a new one",
+                   kind == Kind::tls ? "TLS listener" : "Unix socket", load.listener);
+    } else if (load.listener >= config_.max_connections) {
       spdlog::warn("api: refusing a connection on the {}: {} connections open (api.max_connections)",
                    kind == Kind::tls ? "TLS listener" : "Unix socket", load.listener);
       continue;  // closed by fd's destructor
@@ -132,14 +136,19 @@ void HttpServer::spawn(UniqueFd fd, Kind kind, std::string peer) {
 
 void HttpServer::serve(Worker& w, Kind kind) {
   const int fd = w.fd.get();
+  auto limited = [&](ByteStream& s) {
+    return DeadlineStream(s, fd, config_.idle_timeout, config_.request_timeout, w.idle_since_ms);
+  };
   if (kind == Kind::unix_socket) {
     SocketStream stream(fd);
-    serve_connection(stream, handler_, unix_peer(fd));
+    DeadlineStream guarded = limited(stream);
+    serve_connection(guarded, handler_, unix_peer(fd));
   } else if (auto ctx = tls_->current()) {
     auto tls = TlsStream::accept(ctx.get(), fd);
     if (tls.ok()) {
-      set_timeouts(fd, config_.idle_timeout);
-      serve_connection(**tls, handler_, (*tls)->peer_subject());
+      set_timeouts(fd, config_.idle_timeout);  // past the handshake's
+      DeadlineStream guarded = limited(**tls);
+      serve_connection(guarded, handler_, (*tls)->peer_subject());
     } else {
       spdlog::info("api: TLS client refused: {}", tls.error().message);
     }
@@ -161,11 +170,31 @@ void HttpServer::reap_finished() {
   for (auto& w : finished) w->thread.join();
 }
 
+// A connection waiting for its next request goes first, the one waiting longest:
+// keep-alive lets a server close it, and a client that had sent nothing loses nothing.
+bool HttpServer::shed_oldest_idle(Kind kind) {
+  std::lock_guard lock(mu_);
+  Worker* oldest = nullptr;
+  int64_t since = 0;
+  for (const auto& w : workers_) {
+    const int64_t s = w->idle_since_ms.load(std::memory_order_relaxed);
+    if (w->done.load() || w->kind != kind || s < 0 || w->shed) continue;
+    if (oldest == nullptr || s < since) {
+      oldest = w.get();
+      since = s;
+    }
+  }
+  if (oldest == nullptr) return false;
+  oldest->shed = true;
+  ::shutdown(oldest->fd.get(), SHUT_RDWR);
+  return true;
+}
+
 HttpServer::Load HttpServer::active_connections(Kind kind, const std::string& peer) {
   std::lock_guard lock(mu_);
   Load load;
   for (const auto& w : workers_) {
-    if (w->done.load() || w->kind != kind) continue;
+    if (w->done.load() || w->kind != kind || w->shed) continue;
     ++load.listener;
     if (!peer.empty() && w->peer == peer) ++load.peer;
   }

@@ -61,6 +61,10 @@ class HttpServer {
     UniqueFd fd;
     Kind kind = Kind::unix_socket;
     std::string peer;  // TLS: the client's address
+    // Since when (DeadlineStream::now_ms) it waits for a request; -1 while it
+    // receives or answers one.
+    std::atomic<int64_t> idle_since_ms{-1};
+    bool shed = false;  // closed for a new client; guarded by mu_
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -74,6 +78,7 @@ class HttpServer {
   void accept_loop(int listen_fd, Kind kind);
   void spawn(UniqueFd fd, Kind kind, std::string peer);
   size_t max_per_tls_peer() const;
+  bool shed_oldest_idle(Kind kind);
   void serve(Worker& w, Kind kind);
   void reap_finished();
   Load active_connections(Kind kind, const std::string& peer);

@@ -190,7 +190,16 @@ def test_pipelined_requests_are_answered_in_order(agent):
     assert data.index(b"Nope1") < data.index(b"Nope2")
 
 
-def test_connections_over_max_connections_are_closed(agent_factory):
+def unix_socket(a):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(a.socket_path)
+    return s
+
+
+def test_at_max_connections_a_new_client_takes_the_longest_idle_connections_place(agent_factory):
+    """Issue 33 (2): idle connections cannot lock the socket: at api.max_connections the
+    connection that waited longest for a request is closed for the new client."""
     a = agent_factory(config={"api": {"max_connections": 2}})
 
     def served_connection():
@@ -205,17 +214,63 @@ def test_connections_over_max_connections_are_closed(agent_factory):
         return None
 
     held = [wait_for(served_connection, 10, interval=0.1, what="a served connection") for _ in range(2)]
-    extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    extra.settimeout(10)
-    extra.connect(a.socket_path)
+    time.sleep(0.2)
+    third = a.connection(timeout=5)
+    assert connect_call(third, UNKNOWN, {})[0] == 404  # served
+    # held[0] waited longest: closed. held[1] is still served.
+    assert held[0].sock.recv(1) == b""
+    assert connect_call(held[1], UNKNOWN, {})[0] == 404
+    for c in (third, *held):
+        c.close()
+
+
+def test_at_max_connections_receiving_requests_are_kept_and_the_new_client_is_closed(agent_factory):
+    a = agent_factory(config={"api": {"max_connections": 2, "request_timeout": "3s"}})
+    # Both slots hold a request whose headers are not complete: neither is idle.
+    busy = []
+    for _ in range(2):
+        s = unix_socket(a)
+        s.sendall(b"POST /" + UNKNOWN.encode() + b" HTTP/1.1\r\nHost: x\r\n")
+        busy.append(s)
+    time.sleep(0.3)
+    extra = unix_socket(a)
     assert extra.recv(1) == b""  # closed by the agent at once
     extra.close()
-    # Both held connections are still served; closing one frees a slot.
-    assert connect_call(held[1], UNKNOWN, {})[0] == 404
-    held[0].close()
-    third = wait_for(served_connection, 10, interval=0.1, what="a free connection slot")
-    third.close()
-    held[1].close()
+    # At request_timeout the half-sent requests are cut, and the slots are free again.
+    start = time.monotonic()
+    for s in busy:
+        assert s.recv(1) == b""
+    assert time.monotonic() - start < 5
+    c = wait_for(lambda: (lambda c: c if connect_call(c, UNKNOWN, {})[0] == 404 else None)(a.connection(timeout=5)),
+                 10, interval=0.2, what="a free slot")
+    c.close()
+
+
+def test_a_request_trickled_in_is_cut_at_request_timeout(agent_factory):
+    """Issue 33 (2): one byte every 0.5 s keeps each read under api.idle_timeout, but the
+    whole request must arrive within api.request_timeout."""
+    a = agent_factory(config={"api": {"idle_timeout": "60s", "request_timeout": "2s"}})
+    s = unix_socket(a)
+    request = b"POST /" + UNKNOWN.encode() + b" HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40
+    start = time.monotonic()
+    cut = False
+    for byte in request:
+        try:
+            s.sendall(bytes([byte]))
+        except (BrokenPipeError, ConnectionResetError):
+            cut = True
+            break
+        time.sleep(0.5)
+        if time.monotonic() - start > 8:
+            break
+    elapsed = time.monotonic() - start
+    if not cut:
+        s.settimeout(5)
+        assert s.recv(1) == b""
+    assert elapsed < 6, elapsed
+    s.close()
+    # A whole request sent at once is served as before.
+    assert a.call("kibotos.ctrl.v1.AgentService/GetAgent")[0] == 200
 
 
 def test_idle_connections_are_closed_after_idle_timeout(agent_factory):
