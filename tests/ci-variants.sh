@@ -25,12 +25,15 @@ step() {  # step NAME COMMAND...: runs and times one step, records a failure
 
 tsan=${KIBOTOS_TSAN_BUILD:-build-tsan}
 rel=${KIBOTOS_RELEASE_BUILD:-build-release}
+jobs=()  # ninja's own default unless KIBOTOS_NINJA_JOBS says
+[ -n "${KIBOTOS_NINJA_JOBS:-}" ] && jobs=(-j "$KIBOTOS_NINJA_JOBS")
 
 tsan_build() {
+  # -O1, assertions on, line tables only (enough for TSan's stacks, ~15% less compile).
   [ -f "$tsan/build.ninja" ] || CC=clang-14 CXX=clang++-14 meson setup "$tsan" \
-    -Dbuildtype=debug -Doptimization=1 -Db_sanitize=thread -Db_lundef=false \
-    -Dwerror=true -Dintegration_tests=false || return
-  ninja -C "$tsan"
+    -Dbuildtype=debug -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only \
+    -Db_sanitize=thread -Db_lundef=false -Dwerror=true -Dintegration_tests=false || return
+  ninja -C "$tsan" "${jobs[@]}"
 }
 tsan_unit() {
   # halt_on_error: a race fails its test. tests/tsan.supp: third-party internals only.
@@ -47,7 +50,7 @@ tsan_unit() {
 release_build() {
   [ -f "$rel/build.ninja" ] || meson setup "$rel" \
     -Dbuildtype=release -Dwerror=true -Dintegration_tests=false || return
-  ninja -C "$rel"
+  ninja -C "$rel" "${jobs[@]}"
 }
 release_unit() {
   meson test -C "$rel" --suite unit --print-errorlogs --num-processes 2
