@@ -67,10 +67,17 @@ const nlattr* find_attr(const nlmsghdr* h, size_t head, unsigned type) {
   return nullptr;
 }
 
+// NLMSG_OK with `remaining` compared as unsigned only once it is known non-negative
+// (the macro compares the u32 nlmsg_len with an int, which clang's -Wsign-compare flags).
+bool message_ok(const nlmsghdr* h, int remaining) {
+  return remaining >= static_cast<int>(sizeof(nlmsghdr)) && h->nlmsg_len >= sizeof(nlmsghdr) &&
+         h->nlmsg_len <= static_cast<unsigned>(remaining);
+}
+
 template <typename Fn>
 bool any_message(const void* buf, size_t len, Fn&& matters) {
   auto remaining = static_cast<int>(len);
-  for (auto* h = static_cast<const nlmsghdr*>(buf); NLMSG_OK(h, remaining); h = NLMSG_NEXT(h, remaining)) {
+  for (auto* h = static_cast<const nlmsghdr*>(buf); message_ok(h, remaining); h = NLMSG_NEXT(h, remaining)) {
     if (matters(h)) return true;
   }
   return false;
@@ -141,7 +148,7 @@ bool nft_notification_matters(const void* buf, size_t len, const WatchedObjects&
 NftNotifications read_nft_notifications(const void* buf, size_t len, const WatchedObjects& what,
                                         NftNotifications so_far) {
   auto remaining = static_cast<int>(len);
-  for (auto* h = static_cast<const nlmsghdr*>(buf); NLMSG_OK(h, remaining); h = NLMSG_NEXT(h, remaining)) {
+  for (auto* h = static_cast<const nlmsghdr*>(buf); message_ok(h, remaining); h = NLMSG_NEXT(h, remaining)) {
     if (auto gen = new_generation(h)) {
       so_far.generation = gen;
       so_far.open = false;

@@ -29,7 +29,9 @@ class Writer {
   void sample(const char* name, const std::string& labels, uint64_t value) {
     out_ += name;
     if (!labels.empty()) out_ += "{" + labels + "}";
-    out_ += " " + std::to_string(value) + "\n";
+    out_ += ' ';  // not " " + std::to_string(): GCC 12 -O2 -Wrestrict false positive (PR 105329)
+    out_ += std::to_string(value);
+    out_ += '\n';
   }
   void sample(const char* name, double value) {
     char buf[64];

@@ -119,8 +119,9 @@ void WorkspaceService::retry_failed_applies() {
     });
   for (const auto& [id, err] : failed) {
     // In store order: a write of this Workspace meanwhile is either already applied
-    // (and this one re-applies what it stored) or waits for this one.
-    env_.commands.in_store_order([&] {
+    // (and this one re-applies what it stored) or waits for this one. (Bindings are
+    // captured by name: clang before 16 cannot capture structured bindings.)
+    env_.commands.in_store_order([&, &id = id, &err = err] {
       auto stored = load_stored(env_.store, id);
       if (!stored.ok()) return;  // the next period tries again
       auto& w = *stored;

@@ -120,7 +120,9 @@ TEST_CASE("an Egress only resolvers use gets an entry: the revision DNS holds, t
 }
 
 TEST_CASE("an Egress a route and a resolver use reports a revision once both apply it") {
-  for (auto [route, held, want] : {std::tuple<uint64_t, uint64_t, uint64_t>{7, 6, 6}, {6, 7, 6}, {7, 7, 7}}) {
+  for (auto row : {std::tuple<uint64_t, uint64_t, uint64_t>{7, 6, 6}, {6, 7, 6}, {7, 7, 7}}) {
+    // Named, not structured bindings: CAPTURE captures them (clang 14 cannot).
+    const uint64_t route = std::get<0>(row), held = std::get<1>(row), want = std::get<2>(row);
     CAPTURE(route);
     CAPTURE(held);
     auto dns = sample();
