@@ -6,6 +6,7 @@
 #   3. tests/format.sh --check.
 # Integration tests stay on run-all.sh's ASan build: here they are neither built nor run.
 # Every variant runs even when an earlier one failed; the exit status says if any did.
+# `tests/ci-variants.sh build` only builds (.ci/run runs it beside run-all.sh).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -56,9 +57,15 @@ release_unit() {
   meson test -C "$rel" --suite unit --print-errorlogs --num-processes 2
 }
 
-step "clang-14 TSan build" tsan_build && step "unit tests under TSan" tsan_unit
-step "GCC release -Werror build" release_build && step "unit tests (release)" release_unit
-step "format check" tests/format.sh --check
+if [ "${1:-}" = build ]; then
+  # Builds only (.ci/run starts them beside run-all.sh at the lowest priority).
+  step "clang-14 TSan build" tsan_build
+  step "GCC release -Werror build" release_build
+else
+  step "clang-14 TSan build" tsan_build && step "unit tests under TSan" tsan_unit
+  step "GCC release -Werror build" release_build && step "unit tests (release)" release_unit
+  step "format check" tests/format.sh --check
+fi
 
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "ci-variants: failed: ${failed[*]}" >&2
