@@ -4,6 +4,4 @@
 
 #include "agent/daemon/daemon.h"
 
-int main(int argc, char** argv) {
-  return kib::daemon::run(std::vector<std::string>(argv + 1, argv + argc));
-}
+int main(int argc, char** argv) { return kib::daemon::run(std::vector<std::string>(argv + 1, argv + argc)); }

@@ -19,8 +19,8 @@ constexpr char kMagic[] = "kibotos-attach-memo";
 constexpr int kVersion = 1;
 
 Error bad_line(const std::string& path, size_t line) {
-  return Error{Code::invalid_argument, path + ":" + std::to_string(line) + ": not an attach memo line of version " +
-                                           std::to_string(kVersion)};
+  return Error{Code::invalid_argument,
+               path + ":" + std::to_string(line) + ": not an attach memo line of version " + std::to_string(kVersion)};
 }
 
 std::string header(const std::string& boot_id) {
@@ -143,6 +143,5 @@ Status AttachMemo::drop(const std::string& workspace_id) {
   if (workspace_id.find('\n') != std::string::npos) return {};
   return append("- " + workspace_id + '\n');
 }
-
 
 }  // namespace kib::netns

@@ -51,8 +51,8 @@ Result<Adopted> open_adopted(int ns_fd, const AttachParams& p, const TproxyPorts
   return run_in_netns<Adopted>(ns_fd, [&]() -> Result<Adopted> {
     if (first) first();
     Adopted a;
-    auto tcp = open_transparent_listeners_here(Transport::tcp, p.listeners_per_family, p.guest_congestion_control,
-                                               ports.tcp);
+    auto tcp =
+        open_transparent_listeners_here(Transport::tcp, p.listeners_per_family, p.guest_congestion_control, ports.tcp);
     if (!tcp.ok()) return std::move(tcp).error();
     a.listeners.tcp = std::move(*tcp);
     if (ports.dns_udp != 0) {
@@ -240,9 +240,8 @@ Status Attachment::end_uncovered_time_wait() const {
   // an update's CPU): skipped when the update took no destination away.
   if (!coverage_shrank_) return {};
   const RulesetPolicy& policy = params_.policy;
-  return end_relayed_time_wait(ns_.fd(), [&](const Prefix& local, uint16_t port) {
-    return policy.intercepts_tcp(local, port);
-  });
+  return end_relayed_time_wait(ns_.fd(),
+                               [&](const Prefix& local, uint16_t port) { return policy.intercepts_tcp(local, port); });
 }
 
 Status Attachment::detach() {

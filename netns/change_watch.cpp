@@ -1,5 +1,6 @@
 #include "netns/change_watch.h"
 
+#include <endian.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
 #include <linux/netfilter.h>
@@ -7,7 +8,6 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <endian.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -170,8 +170,7 @@ bool route_notification_matters(const void* buf, size_t len, const WatchedObject
   return any_message(buf, len, [&](const nlmsghdr* h) {
     switch (h->nlmsg_type) {
       case RTM_NEWRULE:
-      case RTM_DELRULE:
-        return true;
+      case RTM_DELRULE: return true;
       case RTM_NEWROUTE:
       case RTM_DELROUTE: {
         if (h->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return false;
@@ -181,16 +180,14 @@ bool route_notification_matters(const void* buf, size_t len, const WatchedObject
         return table == what.route_table;
       }
       case RTM_NEWLINK:
-      case RTM_DELLINK:
-        return true;
+      case RTM_DELLINK: return true;
       case RTM_NEWADDR:
       case RTM_DELADDR: {
         if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifaddrmsg))) return false;
         const auto* a = static_cast<const ifaddrmsg*>(NLMSG_DATA(h));
         return a->ifa_family == AF_INET6 || a->ifa_index == kLoopbackIfindex;
       }
-      default:
-        return false;
+      default: return false;
     }
   });
 }

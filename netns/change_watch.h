@@ -11,9 +11,9 @@
 //     that goes down or loses its last address without sending RTM_DELROUTE, and
 //     because they show IPv6 being turned on or off (policy_routing.h).
 // Only notifications that can concern what the agent installs count (its table, its
-// route table, links, lo's and IPv6 addresses: route_notification_matters); a queue that overflowed (ENOBUFS) counts as a change, since what was
-// lost may have been one. All sockets sit in one epoll set: never select(), the
-// process holds far more than FD_SETSIZE fds.
+// route table, links, lo's and IPv6 addresses: route_notification_matters); a queue that overflowed (ENOBUFS) counts as
+// a change, since what was lost may have been one. All sockets sit in one epoll set: never select(), the process holds
+// far more than FD_SETSIZE fds.
 #include <cstdint>
 #include <optional>
 #include <string>

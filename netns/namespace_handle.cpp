@@ -18,7 +18,7 @@ Result<NamespaceHandle> NamespaceHandle::open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     int err = errno;
-    const Code code = err == ENOENT            ? Code::failed_precondition
+    const Code code = err == ENOENT           ? Code::failed_precondition
                       : out_of_resources(err) ? Code::resource_exhausted
                                               : Code::invalid_argument;
     return errno_error("open namespace " + path, err, code);

@@ -47,8 +47,8 @@ inline int record_kernel_error(sockaddr_nl*, nlmsgerr* e, void* arg) {
       auto* attrs = reinterpret_cast<nlattr*>(const_cast<char*>(reinterpret_cast<const char*>(hdr)) + offset);
       if (nlattr* msg = nla_find(attrs, static_cast<int>(hdr->nlmsg_len - offset), NLMSGERR_ATTR_MSG);
           msg && nla_len(msg) > 0)
-        out->message.assign(static_cast<const char*>(nla_data(msg)), strnlen(static_cast<const char*>(nla_data(msg)),
-                                                                               static_cast<size_t>(nla_len(msg))));
+        out->message.assign(static_cast<const char*>(nla_data(msg)),
+                            strnlen(static_cast<const char*>(nla_data(msg)), static_cast<size_t>(nla_len(msg))));
     }
   }
   return NL_STOP;  // libnl returns its usual code; callers keep matching on it
@@ -101,9 +101,9 @@ inline Error nl_error(const std::string& what, int err, const NlKernelError* ker
   }
   if (sys == 0) return make_error(Code::internal, what + ": " + nl_geterror(err));
   const char* name = strerrorname_np(sys);
-  return make_error(out_of_resources(sys) ? Code::resource_exhausted : Code::internal,
-                    what + ": " + std::strerror(sys) + " (" + (name ? name : "errno " + std::to_string(sys)) + ")" +
-                        detail_text);
+  return make_error(
+      out_of_resources(sys) ? Code::resource_exhausted : Code::internal,
+      what + ": " + std::strerror(sys) + " (" + (name ? name : "errno " + std::to_string(sys)) + ")" + detail_text);
 }
 
 // A socket connected to `protocol` (NETLINK_ROUTE, NETLINK_SOCK_DIAG, ...).
@@ -114,8 +114,7 @@ inline Result<NlSocket> connect_netlink(int protocol) {
   if (int err = nl_connect(sk.get(), protocol); err < 0) {
     // libnl reports a failed socket() (EMFILE) as "Unspecific failure"; errno has it.
     const int sys = errno;
-    if (err == -NLE_FAILURE && sys != 0)
-      return errno_error("open a netlink socket", sys);
+    if (err == -NLE_FAILURE && sys != 0) return errno_error("open a netlink socket", sys);
     return nl_error("netlink connect", err);
   }
   return sk;

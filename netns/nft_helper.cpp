@@ -2,9 +2,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -63,12 +63,17 @@ std::string other_match(const CoveredRoute& r) {
 const char* reject_stmt() { return "reject with icmpx admin-prohibited"; }
 
 void prerouting_dns(Lines& l, const RulesetParams& p, const std::string& mark) {
-  struct Kind { const char* proto; uint16_t port; };
+  struct Kind {
+    const char* proto;
+    uint16_t port;
+  };
   for (Kind k : {Kind{"udp", p.ports.dns_udp}, Kind{"tcp", p.ports.dns_tcp}}) {
     if (k.port != 0) {
       std::string port = std::to_string(k.port);
-      l.add(std::string("meta nfproto ipv4 ") + k.proto + " dport 53 meta mark set " + mark + " tproxy ip to :" + port + " accept");
-      l.add(std::string("meta nfproto ipv6 ") + k.proto + " dport 53 meta mark set " + mark + " tproxy ip6 to :" + port + " accept");
+      l.add(std::string("meta nfproto ipv4 ") + k.proto + " dport 53 meta mark set " + mark + " tproxy ip to :" + port +
+            " accept");
+      l.add(std::string("meta nfproto ipv6 ") + k.proto + " dport 53 meta mark set " + mark +
+            " tproxy ip6 to :" + port + " accept");
     }
     l.add(std::string(k.proto) + " dport 53 drop");
   }
@@ -90,8 +95,8 @@ void prerouting_route(Lines& l, const CoveredRoute& r, const RulesetParams& p, c
     if (dst.empty()) continue;
     std::string tcp = dst + " " + tcp_match(r);
     if (p.ports.tcp != 0)
-      l.add(tcp + " meta mark set " + mark + " tproxy " + (family == AF_INET ? "ip" : "ip6") + " to :" +
-            std::to_string(p.ports.tcp) + " accept");
+      l.add(tcp + " meta mark set " + mark + " tproxy " + (family == AF_INET ? "ip" : "ip6") +
+            " to :" + std::to_string(p.ports.tcp) + " accept");
     l.add(tcp + " drop");
     l.add(dst + " " + other_match(r) + " " + reject_stmt());
   }

@@ -118,8 +118,8 @@ Result<std::pair<UniqueFd, NftRequest>> recv_nft_request(int sock) {
 }
 
 Status send_nft_reply(int sock, const NftReply& reply) {
-  const std::string& body = reply.status.ok() ? (reply.output ? *reply.output : std::string())
-                                              : reply.status.error().message;
+  const std::string& body =
+      reply.status.ok() ? (reply.output ? *reply.output : std::string()) : reply.status.error().message;
   const uint32_t flags = (reply.output ? kHasOutput : 0) | (reply.generation ? kHasGeneration : 0);
   ReplyHeader h{reply.status.ok() ? 0u : static_cast<uint32_t>(reply.status.error().code), flags,
                 static_cast<uint32_t>(body.size()), reply.generation.value_or(0)};

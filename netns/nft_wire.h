@@ -13,7 +13,7 @@
 namespace kib::netns {
 
 enum class NftOp : uint32_t {
-  run = 1,             // run `text`, answer nft's output
+  run = 1,    // run `text`, answer nft's output
   write = 2,  // apply `text`, then list `list` if not empty (write_nft's rules)
 };
 
@@ -24,7 +24,7 @@ struct NftRequest {
 };
 
 struct NftReply {
-  Status status;                      // the error is nft's (or setns'), code included
+  Status status;                       // the error is nft's (or setns'), code included
   std::optional<std::string> output;   // run: always on success; write: the listing, if asked and trusted
   std::optional<uint32_t> generation;  // write: the generation right after it, if trusted
 };

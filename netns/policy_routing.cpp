@@ -1,9 +1,9 @@
 #include "netns/policy_routing.h"
 
-#include <linux/fib_rules.h>
-#include <linux/rtnetlink.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fib_rules.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
@@ -159,7 +159,7 @@ RouteObj make_local_default(int family, const RoutingParams& p) {
   rtnl_route_set_scope(route.get(), RT_SCOPE_HOST);
   rtnl_route_set_dst(route.get(), dst.get());  // takes its own reference
   rtnl_route_nh_set_ifindex(nh, kLoopbackIfindex);
-  rtnl_route_add_nexthop(route.get(), nh);      // the route owns nh now
+  rtnl_route_add_nexthop(route.get(), nh);  // the route owns nh now
   return route;
 }
 
@@ -173,9 +173,9 @@ Status install_family(RouteSocket& rs, int family, const RoutingParams& p) {
   if (int err = rtnl_rule_add(rs.fresh(), rule.get(), NLM_F_EXCL); err < 0 && err != -NLE_EXIST)
     return rs.error(std::string("add fwmark rule ") + family_name(family), err);
   if (int err = rtnl_route_add(rs.fresh(), route.get(), NLM_F_REPLACE); err < 0)
-    return rs.error(std::string("add local route ") + family_name(family) + " (dev lo, table " +
-                        std::to_string(p.table) + ")",
-                    err);
+    return rs.error(
+        std::string("add local route ") + family_name(family) + " (dev lo, table " + std::to_string(p.table) + ")",
+        err);
   return {};
 }
 
@@ -201,9 +201,8 @@ using CacheObj = CPtr<nl_cache_free>;
 bool has_rule(nl_cache* rules, int family, const RoutingParams& p) {
   for (nl_object* o = nl_cache_get_first(rules); o; o = nl_cache_get_next(o)) {
     auto* r = reinterpret_cast<rtnl_rule*>(o);
-    if (rtnl_rule_get_family(r) == family && rtnl_rule_get_prio(r) == p.priority &&
-        rtnl_rule_get_mark(r) == p.mark && rtnl_rule_get_table(r) == p.table &&
-        rtnl_rule_get_action(r) == FR_ACT_TO_TBL)
+    if (rtnl_rule_get_family(r) == family && rtnl_rule_get_prio(r) == p.priority && rtnl_rule_get_mark(r) == p.mark &&
+        rtnl_rule_get_table(r) == p.table && rtnl_rule_get_action(r) == FR_ACT_TO_TBL)
       return true;
   }
   return false;
@@ -312,7 +311,8 @@ RoutingInstall install_here(const RoutingParams& params, bool keep_present) {
     Status first_failure;
     for (int family : {AF_INET, AF_INET6}) {
       if (!has_family(probe->live, family)) continue;
-      Status st = has_family(probe->blocked, family) ? Status(make_error(Code::failed_precondition, probe->ipv6_blocked))
+      Status st = has_family(probe->blocked, family)
+                      ? Status(make_error(Code::failed_precondition, probe->ipv6_blocked))
                   : present && present->has(family, params) ? Status{}
                                                             : install_family(*sk, family, params);
       if (st.ok()) {

@@ -30,8 +30,7 @@ Result<Prefix> Prefix::parse(std::string_view text) {
   unsigned len = max;
   if (!len_text.empty() || text.find('/') != std::string_view::npos) {
     auto [ptr, ec] = std::from_chars(len_text.data(), len_text.data() + len_text.size(), len);
-    if (ec != std::errc() || ptr != len_text.data() + len_text.size() || len > max)
-      return bad("bad prefix length");
+    if (ec != std::errc() || ptr != len_text.data() + len_text.size() || len > max) return bad("bad prefix length");
   }
   p.length = static_cast<uint8_t>(len);
   for (unsigned bit = len; bit < max; ++bit)

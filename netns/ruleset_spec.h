@@ -22,7 +22,7 @@ struct Prefix {
   // "10.0.0.0/8", "2001:db8::/32"; a bare address is a host prefix. Host bits set
   // are invalid_argument.
   static Result<Prefix> parse(std::string_view text);
-  std::string to_string() const;   // canonical text (inet_ntop)
+  std::string to_string() const;  // canonical text (inet_ntop)
   bool contains(const Prefix& other) const;
   auto operator<=>(const Prefix&) const = default;
 };

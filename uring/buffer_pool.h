@@ -30,8 +30,10 @@ class BufferPool {
   }
   void give_back(uint8_t* b) {
     if (b == nullptr) return;
-    if (free_.size() < keep_) free_.push_back(b);
-    else std::free(b);
+    if (free_.size() < keep_)
+      free_.push_back(b);
+    else
+      std::free(b);
   }
 
  private:

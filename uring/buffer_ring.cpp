@@ -8,8 +8,8 @@
 
 namespace kib::uring {
 
-Result<std::unique_ptr<BufferRing>> BufferRing::create(io_uring* ring, uint16_t group_id, uint32_t count,
-                                                       uint32_t size, uint32_t posted) {
+Result<std::unique_ptr<BufferRing>> BufferRing::create(io_uring* ring, uint16_t group_id, uint32_t count, uint32_t size,
+                                                       uint32_t posted) {
   if (count == 0 || count > 32768 || (count & (count - 1)) != 0)
     return Error{Code::invalid_argument, "buffer ring size must be a power of two <= 32768"};
   std::unique_ptr<BufferRing> b(new BufferRing());

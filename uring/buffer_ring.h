@@ -21,8 +21,8 @@ class BufferRing {
  public:
   // count: a power of two <= 32768; size: bytes per buffer; posted: how many the
   // kernel may pick from before the next top-up (<= count).
-  static Result<std::unique_ptr<BufferRing>> create(io_uring* ring, uint16_t group_id, uint32_t count,
-                                                    uint32_t size, uint32_t posted);
+  static Result<std::unique_ptr<BufferRing>> create(io_uring* ring, uint16_t group_id, uint32_t count, uint32_t size,
+                                                    uint32_t posted);
   ~BufferRing();
   BufferRing(const BufferRing&) = delete;
   BufferRing& operator=(const BufferRing&) = delete;

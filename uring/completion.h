@@ -23,9 +23,7 @@ inline constexpr uint64_t kTagMask = (1u << kTagBits) - 1;
 inline uint64_t encode_user_data(Completion* c, unsigned tag) {
   return reinterpret_cast<uintptr_t>(c) | (tag & kTagMask);
 }
-inline Completion* completion_of(uint64_t user_data) {
-  return reinterpret_cast<Completion*>(user_data & ~kTagMask);
-}
+inline Completion* completion_of(uint64_t user_data) { return reinterpret_cast<Completion*>(user_data & ~kTagMask); }
 inline unsigned tag_of(uint64_t user_data) { return static_cast<unsigned>(user_data & kTagMask); }
 
 }  // namespace kib::uring

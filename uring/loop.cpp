@@ -43,8 +43,7 @@ Result<std::unique_ptr<Loop>> Loop::create(const LoopOptions& opts) {
   l->buffers_ = std::move(br.value());
   // Slots only spare fds: a table the kernel refuses (a lowered RLIMIT_NOFILE, kernel
   // memory) leaves the loop on plain fds, as on a kernel without direct descriptors.
-  if (auto slots = FileSlots::register_on(&l->ring_, opts.file_slots); slots.ok())
-    l->slots_ = std::move(slots.value());
+  if (auto slots = FileSlots::register_on(&l->ring_, opts.file_slots); slots.ok()) l->slots_ = std::move(slots.value());
   l->arm_wakeup();
   return l;
 }

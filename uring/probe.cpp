@@ -30,10 +30,9 @@ struct NeededOp {
 };
 
 constexpr NeededOp kNeeded[] = {
-    {IORING_OP_ACCEPT, "ACCEPT"},   {IORING_OP_CONNECT, "CONNECT"},
-    {IORING_OP_RECV, "RECV"},       {IORING_OP_SEND, "SEND"},
-    {IORING_OP_TIMEOUT, "TIMEOUT"}, {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
-    {IORING_OP_READ, "READ"},       {IORING_OP_POLL_ADD, "POLL_ADD"},
+    {IORING_OP_ACCEPT, "ACCEPT"}, {IORING_OP_CONNECT, "CONNECT"},   {IORING_OP_RECV, "RECV"},
+    {IORING_OP_SEND, "SEND"},     {IORING_OP_TIMEOUT, "TIMEOUT"},   {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
+    {IORING_OP_READ, "READ"},     {IORING_OP_POLL_ADD, "POLL_ADD"},
 };
 
 Status check_buf_ring(io_uring* ring) {
@@ -47,8 +46,7 @@ Status check_buf_ring(io_uring* ring) {
   if (r == 0) io_uring_unregister_buf_ring(ring, 0);
   munmap(mem, 4096);
   if (r != 0)
-    return Error{Code::failed_precondition,
-                 std::string("io_uring provided buffer rings unsupported: ") + strerror(-r)};
+    return Error{Code::failed_precondition, std::string("io_uring provided buffer rings unsupported: ") + strerror(-r)};
   return {};
 }
 

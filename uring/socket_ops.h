@@ -8,7 +8,7 @@
 
 namespace kib::uring {
 
-inline constexpr uint8_t kOpFixedFdInstall = 54;  // IORING_OP_FIXED_FD_INSTALL (6.8)
+inline constexpr uint8_t kOpFixedFdInstall = 54;    // IORING_OP_FIXED_FD_INSTALL (6.8)
 inline constexpr uint32_t kSocketOpSetsockopt = 3;  // SOCKET_URING_OP_SETSOCKOPT (6.7)
 
 // setsockopt(level, name) on the socket in `slot`. optval is read when the SQE is

@@ -75,7 +75,7 @@ using Status = Result<void>;
 #define KIB_TRY_CONCAT_INNER_(a, b) a##b
 #define KIB_TRY_CONCAT_(a, b) KIB_TRY_CONCAT_INNER_(a, b)
 #define KIB_TRY_ASSIGN(lhs, expr) KIB_TRY_ASSIGN_IMPL_(KIB_TRY_CONCAT_(kib_try_r_, __LINE__), lhs, expr)
-#define KIB_TRY_ASSIGN_IMPL_(tmp, lhs, expr)            \
-  auto tmp = (expr);                                    \
-  if (!tmp.ok()) return std::move(tmp).error();         \
+#define KIB_TRY_ASSIGN_IMPL_(tmp, lhs, expr)    \
+  auto tmp = (expr);                            \
+  if (!tmp.ok()) return std::move(tmp).error(); \
   lhs = std::move(tmp).value()

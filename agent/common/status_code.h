@@ -1,7 +1,7 @@
 #pragma once
 // The Connect/gRPC status codes. Errors that reach a client carry one of these.
-#include <string_view>
 #include <optional>
+#include <string_view>
 
 namespace kib {
 

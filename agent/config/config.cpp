@@ -163,8 +163,8 @@ struct OneOf {
 struct CongestionControl : Text {
   Status parse(const std::string& s, std::string& out) const {
     const bool ok = s.size() < 16 && std::all_of(s.begin(), s.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    });
+                      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+                    });
     if (!ok) return Error{Code::invalid_argument, "must be a congestion control name such as cubic, or empty"};
     out = s;
     return {};
@@ -217,7 +217,7 @@ struct Key {
 
 template <auto... Path, typename K>
 Key key(std::string name, K kind) {
-  auto member = [](auto& c) -> auto& { return (c .* ... .* Path); };
+  auto member = [](auto& c) -> auto& { return (c.*....*Path); };
   Key k;
   k.name = name;
   k.show = [kind, member](const Config& c) { return kind.show(member(c)); };
@@ -260,7 +260,7 @@ const std::vector<Key>& keys() {
       key<&Config::log_format>("log.format", OneOf{{"text", "json"}}),
       key<&Config::commands_retention>("commands.retention", Seconds{}),
       key<&Config::egress, &E::allowed_special_purpose_cidrs>("egress.allowed_special_purpose_cidrs",
-                                                               StringList{check_cidr}),
+                                                              StringList{check_cidr}),
       key<&Config::egress, &E::resolvers>("egress.resolvers", StringList{check_resolver}),
       key<&Config::egress, &E::resolve_timeout>("egress.resolve_timeout", Millis{}),
       key<&Config::dataplane, &D::threads>("dataplane.threads", UintIn{0, 1024}),
@@ -273,8 +273,7 @@ const std::vector<Key>& keys() {
       key<&Config::dataplane, &D::idle_timeout>("dataplane.idle_timeout", Seconds{}),
       key<&Config::dataplane, &D::splice_coalesce_us>("dataplane.splice_coalesce_us", UintIn{0, 100000}),
       key<&Config::dataplane, &D::direct_descriptors>("dataplane.direct_descriptors", Bool{}),
-      key<&Config::dataplane, &D::guest_congestion_control>("dataplane.guest_congestion_control",
-                                                            CongestionControl{}),
+      key<&Config::dataplane, &D::guest_congestion_control>("dataplane.guest_congestion_control", CongestionControl{}),
       // The per-Workspace DNS limits; max_in_flight stays inside one 16-bit DNS ID space.
       key<&Config::dns, &N::max_in_flight>("dns.max_in_flight", UintIn{1, 60000}),
       key<&Config::dns, &N::query_timeout>("dns.query_timeout", Millis{seconds(60), "60s"}),
@@ -331,8 +330,8 @@ Status check_tls_complete(const TlsListenerConfig& t) {
 // keys when its first key is reached; an absent or empty section keeps its defaults.
 Status parse_root(const Node& root, Config& c) {
   std::map<std::string, std::optional<Node>> sections;  // checked; nullopt: absent
-  std::function<Result<std::optional<Node>>(const std::string&)> section = [&](const std::string& path)
-      -> Result<std::optional<Node>> {
+  std::function<Result<std::optional<Node>>(const std::string&)> section =
+      [&](const std::string& path) -> Result<std::optional<Node>> {
     if (auto it = sections.find(path); it != sections.end()) return it->second;
     std::optional<Node> n;
     if (path.empty()) {

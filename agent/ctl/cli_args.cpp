@@ -77,8 +77,7 @@ class Parser {
  private:
   Status word(const std::string& w) {
     if (inv_.command == nullptr) return command_word(w);
-    if (inv_.command->positional.empty() || !inv_.positional.empty())
-      return usage("unexpected argument '" + w + "'");
+    if (inv_.command->positional.empty() || !inv_.positional.empty()) return usage("unexpected argument '" + w + "'");
     inv_.positional = w;
     return {};
   }
@@ -101,7 +100,8 @@ class Parser {
     const FlagSpec* f = find_flag(global_flags(), name);
     const bool global = f != nullptr;
     if (!global && inv_.command) f = find_flag(inv_.command->flags, name);
-    if (f == nullptr) return usage("unknown flag '--" + name + "'" + (inv_.command ? "" : " (flags follow the command)"));
+    if (f == nullptr)
+      return usage("unknown flag '--" + name + "'" + (inv_.command ? "" : " (flags follow the command)"));
     std::string value;
     if (takes_value(f->bind)) {
       if (inline_value) {

@@ -7,8 +7,6 @@ int exit_code_for(const Error& e) {
   return kExitCodeBase + static_cast<int>(e.code);
 }
 
-std::string error_line(const Error& e) {
-  return "error: " + std::string(code_name(e.code)) + ": " + e.message + "\n";
-}
+std::string error_line(const Error& e) { return "error: " + std::string(code_name(e.code)) + ": " + e.message + "\n"; }
 
 }  // namespace kib::ctl

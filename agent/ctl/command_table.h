@@ -9,15 +9,15 @@ namespace kib::ctl {
 
 // How a flag's value reaches the request.
 enum class Bind {
-  string,       // --flag VALUE -> string field
-  uint,         // --flag N -> uint32/uint64 field
-  enable,       // --flag (no value) -> bool field set to true
-  presence,     // --flag (no value) -> message field present (empty)
-  file,         // --flag FILE ("-" = stdin) -> string field with the file's bytes
-  secret_file,  // as file, one trailing newline removed; for passwords, never on argv
-  key_value,    // --flag k=v, repeatable -> map<string,string> field
-  message_file, // --flag FILE: YAML or proto3 JSON -> message field
-  client,       // handled by kibotosctl itself, not sent (e.g. --all)
+  string,        // --flag VALUE -> string field
+  uint,          // --flag N -> uint32/uint64 field
+  enable,        // --flag (no value) -> bool field set to true
+  presence,      // --flag (no value) -> message field present (empty)
+  file,          // --flag FILE ("-" = stdin) -> string field with the file's bytes
+  secret_file,   // as file, one trailing newline removed; for passwords, never on argv
+  key_value,     // --flag k=v, repeatable -> map<string,string> field
+  message_file,  // --flag FILE: YAML or proto3 JSON -> message field
+  client,        // handled by kibotosctl itself, not sent (e.g. --all)
 };
 
 struct FlagSpec {
@@ -29,14 +29,14 @@ struct FlagSpec {
 };
 
 struct CommandSpec {
-  std::string_view group;  // "egress"
-  std::string_view verb;   // "create"; empty for a group with one command ("agent")
-  std::string_view method; // "kibotos.ctrl.v1.EgressService.CreateEgress"
-  std::string_view positional;        // request field of the positional ID, or empty
-  std::string_view positional_name;   // "EGRESS_ID"
-  bool write;                         // carries command_id
-  bool pages;                         // list: honours --all
-  std::string_view output_field;      // print this part of the response; empty = all
+  std::string_view group;            // "egress"
+  std::string_view verb;             // "create"; empty for a group with one command ("agent")
+  std::string_view method;           // "kibotos.ctrl.v1.EgressService.CreateEgress"
+  std::string_view positional;       // request field of the positional ID, or empty
+  std::string_view positional_name;  // "EGRESS_ID"
+  bool write;                        // carries command_id
+  bool pages;                        // list: honours --all
+  std::string_view output_field;     // print this part of the response; empty = all
   std::vector<FlagSpec> flags;
   std::string_view help;
 };

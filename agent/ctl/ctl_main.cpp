@@ -81,8 +81,8 @@ Status fetch_rest(ConnectClient& client, std::string_view method, Message& req, 
 
 Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out) {
   const CommandSpec& c = *inv.command;
-  Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert, inv.global.key, inv.global.ca,
-              inv.global.timeout_seconds};
+  Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert,
+              inv.global.key,    inv.global.ca,     inv.global.timeout_seconds};
   ConnectClient client(std::move(ep));
   KIB_TRY(call(client, c.method, req, resp));
   if (inv.global.all) KIB_TRY(fetch_rest(client, c.method, req, resp));

@@ -1,9 +1,9 @@
 #include "agent/ctl/input_file.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 #include "agent/common/unique_fd.h"
 

@@ -36,17 +36,13 @@ void append_json_string(std::string& out, const std::string& s) {
 
 // A plain (unquoted) YAML scalar that JSON can carry as a literal: numbers, booleans
 // and null. Everything else, and every quoted scalar, becomes a JSON string.
-bool is_json_literal(const std::string& s) {
-  return s == "true" || s == "false" || s == "null" || is_json_number(s);
-}
+bool is_json_literal(const std::string& s) { return s == "true" || s == "false" || s == "null" || is_json_number(s); }
 
 Status append_node(std::string& out, const YAML::Node& n, int depth) {
   if (depth > kMaxDepth) return Error{Code::invalid_argument, "nested too deeply"};
   switch (n.Type()) {
     case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      out += "null";
-      return {};
+    case YAML::NodeType::Undefined: out += "null"; return {};
     case YAML::NodeType::Scalar: {
       const std::string& s = n.Scalar();
       if (n.Tag() != "!" && is_json_literal(s)) {

@@ -229,8 +229,7 @@ void emit(YAML::Emitter& out, const YAML::Node& n) {
       }
       return;
     }
-    default:
-      out << YAML::Null;
+    default: out << YAML::Null;
   }
 }
 

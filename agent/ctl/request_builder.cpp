@@ -29,8 +29,7 @@ Result<Target> resolve(Message& root, std::string_view path) {
     const auto dot = path.find('.');
     const std::string name(path.substr(0, dot));
     const FieldDescriptor* fd = msg->GetDescriptor()->FindFieldByName(name);
-    if (fd == nullptr)
-      return Error{Code::internal, "no field " + name + " in " + msg->GetDescriptor()->full_name()};
+    if (fd == nullptr) return Error{Code::internal, "no field " + name + " in " + msg->GetDescriptor()->full_name()};
     if (dot == std::string_view::npos) return Target{msg, fd};
     if (fd->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || fd->is_repeated())
       return Error{Code::internal, "field " + name + " is not a message"};
@@ -83,17 +82,10 @@ Status apply_flag(Message& req, const FlagSpec& f, const std::string& value, con
   KIB_TRY_ASSIGN(auto t, resolve(req, f.field));
   const Reflection* r = t.msg->GetReflection();
   switch (f.bind) {
-    case Bind::string:
-      r->SetString(t.msg, t.field, value);
-      return {};
-    case Bind::uint:
-      return set_uint(f, t, value);
-    case Bind::enable:
-      r->SetBool(t.msg, t.field, true);
-      return {};
-    case Bind::presence:
-      r->MutableMessage(t.msg, t.field);
-      return {};
+    case Bind::string: r->SetString(t.msg, t.field, value); return {};
+    case Bind::uint: return set_uint(f, t, value);
+    case Bind::enable: r->SetBool(t.msg, t.field, true); return {};
+    case Bind::presence: r->MutableMessage(t.msg, t.field); return {};
     case Bind::file:
     case Bind::secret_file: {
       KIB_TRY_ASSIGN(auto content, read_for(f, value, read));
@@ -104,14 +96,12 @@ Status apply_flag(Message& req, const FlagSpec& f, const std::string& value, con
       r->SetString(t.msg, t.field, std::move(s));
       return {};
     }
-    case Bind::key_value:
-      return add_map_entry(f, t, value);
+    case Bind::key_value: return add_map_entry(f, t, value);
     case Bind::message_file: {
       KIB_TRY_ASSIGN(auto content, read_for(f, value, read));
       return parse_message_text(content, value, *r->MutableMessage(t.msg, t.field));
     }
-    case Bind::client:
-      return {};
+    case Bind::client: return {};
   }
   return {};
 }

@@ -86,9 +86,9 @@ bool is_yaml_inf_or_nan(std::string_view s) {
 }
 
 bool is_yaml_word(std::string_view s) {
-  static constexpr std::string_view kWords[] = {
-      "",     "~",    "null", "Null",  "NULL",  "y",     "Y",     "yes", "Yes", "YES", "n",   "N",   "no", "No",
-      "NO",   "true", "True", "TRUE",  "false", "False", "FALSE", "on",  "On",  "ON",  "off", "Off", "OFF"};
+  static constexpr std::string_view kWords[] = {"",      "~",     "null",  "Null", "NULL", "y",  "Y",    "yes",  "Yes",
+                                                "YES",   "n",     "N",     "no",   "No",   "NO", "true", "True", "TRUE",
+                                                "false", "False", "FALSE", "on",   "On",   "ON", "off",  "Off",  "OFF"};
   for (std::string_view w : kWords)
     if (s == w) return true;
   return false;

@@ -2,11 +2,11 @@
 
 #include <poll.h>
 #include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -90,11 +90,13 @@ HandOver hand_over(UniqueFd peer, const Config& config, api::HttpServer& server,
                    HandoverListener& listener, std::atomic<bool>& ready) {
   auto request = receive_handover(peer.get(), std::chrono::seconds(5));
   std::string refusal;
-  if (!request.ok()) refusal = request.error().message;
-  else if (request->op != "take-over") refusal = "unknown request \"" + request->op + "\"";
+  if (!request.ok())
+    refusal = request.error().message;
+  else if (request->op != "take-over")
+    refusal = "unknown request \"" + request->op + "\"";
   else if (request->detail != api_sockets_of(config))
-    refusal = "the API sockets differ (\"" + request->detail + "\" here \"" + api_sockets_of(config) +
-              "\"): restart cold";
+    refusal =
+        "the API sockets differ (\"" + request->detail + "\" here \"" + api_sockets_of(config) + "\"): restart cold";
   if (!refusal.empty()) {
     spdlog::warn("refusing a take-over: {}", refusal);
     (void)send_handover(peer.get(), "refused", refusal);
@@ -193,8 +195,10 @@ Event wait_event(SignalWaiter& signals, const HandoverListener* listener) {
 
 void reload(api::HttpServer& server) {
   sd_notify(0, "RELOADING=1");
-  if (auto st = server.reload_tls(); st.ok()) spdlog::info("reloaded the TLS certificate, key and client CA");
-  else spdlog::error("TLS reload failed, keeping the previous certificates: {}", st.error().message);
+  if (auto st = server.reload_tls(); st.ok())
+    spdlog::info("reloaded the TLS certificate, key and client CA");
+  else
+    spdlog::error("TLS reload failed, keeping the previous certificates: {}", st.error().message);
   sd_notify(0, "READY=1");
 }
 
@@ -228,18 +232,20 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
   api::ConnectHandler connect(registry, config.api.max_body_bytes);
   api::RpcRouter rpc(registry, connect);
   api::ControlPlane* plane = wiring->control_plane.get();
-  api::GetRoute handler("/metrics", "text/plain; version=0.0.4; charset=utf-8", [plane]() -> Result<std::string> {
-    if (plane == nullptr) return Error{Code::unimplemented, "this build has no control plane"};
-    return plane->metrics_text();
-  }, rpc);
+  api::GetRoute handler(
+      "/metrics", "text/plain; version=0.0.4; charset=utf-8",
+      [plane]() -> Result<std::string> {
+        if (plane == nullptr) return Error{Code::unimplemented, "this build has no control plane"};
+        return plane->metrics_text();
+      },
+      rpc);
   api::HttpServer server(config.api, handler);
   if (auto st = taken ? server.start(std::move(taken->api)) : server.start(); !st.ok()) {
     spdlog::error("cannot start: {}", st.error().message);
     return 1;
   }
-  spdlog::info("kibotos-agent {} (pid {}) serving on {}{}{}{}", KIBOTOS_VERSION, ::getpid(),
-               config.api.unix_socket, config.api.tls.listen.empty() ? "" : " and TLS ", config.api.tls.listen,
-               taken ? " (taken over)" : "");
+  spdlog::info("kibotos-agent {} (pid {}) serving on {}{}{}{}", KIBOTOS_VERSION, ::getpid(), config.api.unix_socket,
+               config.api.tls.listen.empty() ? "" : " and TLS ", config.api.tls.listen, taken ? " (taken over)" : "");
   if (taken) {
     // Before the old agent may exit: systemd must not take its end for the service's.
     sd_notifyf(0, "MAINPID=%lu", static_cast<unsigned long>(::getpid()));
@@ -270,9 +276,7 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
     switch (hand_over(std::move(peer), config, server, wiring.value(), *listener, ready)) {
       case HandOver::kept_serving: continue;
       case HandOver::failed: return 1;
-      case HandOver::handed_over:
-        drain(*wiring->runtime, *signals, config.restart.drain_timeout);
-        return 0;
+      case HandOver::handed_over: drain(*wiring->runtime, *signals, config.restart.drain_timeout); return 0;
     }
   }
   ready.store(false);

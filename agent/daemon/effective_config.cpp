@@ -28,8 +28,8 @@ Status check_config_cidrs(const Config& config) {
   for (size_t i = 0; i < cidrs.size(); ++i) {
     auto c = policy::Cidr::parse(cidrs[i]);
     if (!c.ok())
-      return Error{Code::invalid_argument, "egress.allowed_special_purpose_cidrs[" + std::to_string(i) +
-                                               "]: " + c.error().message};
+      return Error{Code::invalid_argument,
+                   "egress.allowed_special_purpose_cidrs[" + std::to_string(i) + "]: " + c.error().message};
   }
   return {};
 }

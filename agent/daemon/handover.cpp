@@ -57,7 +57,8 @@ Result<HandoverMessage> receive_handover(int sock, std::chrono::milliseconds tim
   pollfd p{sock, POLLIN, 0};
   const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
   if (ready < 0) return errno_error("handover: poll", errno, Code::unavailable);
-  if (ready == 0) return Error{Code::unavailable, "handover: no answer within " + std::to_string(timeout.count()) + " ms"};
+  if (ready == 0)
+    return Error{Code::unavailable, "handover: no answer within " + std::to_string(timeout.count()) + " ms"};
   char buf[kMaxMessage];
   iovec iov{buf, sizeof buf};
   msghdr msg{};
@@ -83,7 +84,8 @@ Result<HandoverMessage> receive_handover(int sock, std::chrono::milliseconds tim
   std::istringstream words(std::string(buf, static_cast<size_t>(n)));
   std::string magic;
   int version = 0;
-  if (!(words >> magic >> version) || magic != kMagic) return Error{Code::invalid_argument, "handover: not a handover message"};
+  if (!(words >> magic >> version) || magic != kMagic)
+    return Error{Code::invalid_argument, "handover: not a handover message"};
   if (version != kHandoverVersion)
     return Error{Code::failed_precondition, "handover: the other agent speaks version " + std::to_string(version) +
                                                 ", this one " + std::to_string(kHandoverVersion)};

@@ -39,8 +39,7 @@ struct HandoverMessage {
 };
 
 // Sends op (+ detail) with fds attached.
-Status send_handover(int sock, const std::string& op, const std::string& detail = {},
-                     const std::vector<int>& fds = {});
+Status send_handover(int sock, const std::string& op, const std::string& detail = {}, const std::vector<int>& fds = {});
 // Waits up to `timeout` for one message. unavailable when the peer closed or the time
 // ran out; invalid_argument for anything that is not a message of our version
 // (failed_precondition, naming both versions, for another version).

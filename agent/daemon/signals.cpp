@@ -1,8 +1,8 @@
 #include "agent/daemon/signals.h"
 
-#include <csignal>
 #include <sys/signalfd.h>
 #include <unistd.h>
+#include <csignal>
 
 #include "agent/common/errno_error.h"
 

@@ -9,7 +9,7 @@ Result<Wiring> wire(const Config& config, api::MethodRegistry& registry) {
   // The data plane starts before the store publishes into it. Without io_uring the
   // agent cannot enforce any Workspace, so it refuses to start (create() says why).
   w.attacher = std::make_unique<dataplane::NetnsAttacher>(config.dataplane.guest_congestion_control,
-                                                        config.state_dir + "/attachments");
+                                                          config.state_dir + "/attachments");
   KIB_TRY_ASSIGN(auto rt, dataplane::DataplaneRuntime::create(config, *w.attacher));
   w.runtime = std::move(rt);
 #ifdef KIB_HAVE_CONTROL_PLANE

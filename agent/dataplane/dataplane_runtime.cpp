@@ -39,8 +39,7 @@ uint32_t direct_slots_per_loop(const Config& config) {
   constexpr uint32_t kCap = 65536;
   if (!config.dataplane.direct_descriptors) return 0;
   if (Status st = uring::probe_direct_sockets(); !st.ok()) {
-    spdlog::info("data plane: upstream sockets use plain fds (no io_uring direct descriptors: {})",
-                 st.error().message);
+    spdlog::info("data plane: upstream sockets use plain fds (no io_uring direct descriptors: {})", st.error().message);
     return 0;
   }
   rlimit rl;
@@ -50,17 +49,14 @@ uint32_t direct_slots_per_loop(const Config& config) {
   return static_cast<uint32_t>(n);
 }
 
-uint64_t min_of(const std::vector<uint64_t>& v) {
-  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
-}
+uint64_t min_of(const std::vector<uint64_t>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
 
 // A counter the loops move up and down, read while they run.
 uint64_t non_negative(const std::atomic<int64_t>& n) { return static_cast<uint64_t>(std::max<int64_t>(0, n.load())); }
 
 }  // namespace
 
-Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config& config,
-                                                                   WorkspaceAttacher& attacher) {
+Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config& config, WorkspaceAttacher& attacher) {
   KIB_TRY(uring::probe_kernel_features());
   if (const std::string& cc = config.dataplane.guest_congestion_control; !cc.empty()) {
     if (Status st = netns::check_tcp_congestion_control(cc); !st.ok())
@@ -70,8 +66,8 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   raise_nofile_limit();
   std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr)));
   rt->worker_opts_.loop.file_slots = direct_slots_per_loop(config);
-  unsigned n = config.dataplane.threads != 0 ? config.dataplane.threads
-                                             : std::max(1u, std::thread::hardware_concurrency());
+  unsigned n =
+      config.dataplane.threads != 0 ? config.dataplane.threads : std::max(1u, std::thread::hardware_concurrency());
   dns::DnsServiceOptions dopts;
   dopts.handshake_ms = rt->worker_opts_.timeouts.handshake_ms;
   dopts.resolver = rt->worker_opts_.resolver;
@@ -133,8 +129,8 @@ void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_se
     // The store validated the spec; a failure here (e.g. an unreadable ca_cert) leaves
     // the previous revision in place, reported through dial errors.
     std::lock_guard lk(mu_);
-    for (auto& [wid, e] : workspaces_) e.stats->egress(id)->set_error("revision " + std::to_string(revision) +
-                                                                      ": " + t.error().message);
+    for (auto& [wid, e] : workspaces_)
+      e.stats->egress(id)->set_error("revision " + std::to_string(revision) + ": " + t.error().message);
     return;
   }
   {
@@ -253,8 +249,10 @@ void DataplaneRuntime::forget_workspace(const std::string& workspace_id, bool re
     unplace_workspace(it->second.loops);
     workspaces_.erase(it);
   }
-  if (remove_rules) attacher_.detach(workspace_id);
-  else attacher_.release(workspace_id);
+  if (remove_rules)
+    attacher_.detach(workspace_id);
+  else
+    attacher_.release(workspace_id);
   for (auto& w : workers_) w->remove_workspace(workspace_id);
   if (dns_) dns_->remove_workspace(workspace_id);
 }
@@ -271,9 +269,7 @@ std::vector<std::string> DataplaneRuntime::workspaces_moved() const {
   return ids;
 }
 
-void DataplaneRuntime::workspace_released(const std::string& workspace_id) {
-  forget_workspace(workspace_id, false);
-}
+void DataplaneRuntime::workspace_released(const std::string& workspace_id) { forget_workspace(workspace_id, false); }
 
 // Each pass (2 s) costs only the Workspaces the attacher says may need a repair (issue
 // 26: polling every namespace was ~14% of a core at 2,000).
@@ -332,7 +328,9 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
   }
   const WorkspaceEntry& e = it->second;
   s.set_applied_revision(min_of(e.acked));
-  std::string err = !e.error.empty() ? e.error : !e.repair_error.empty() ? e.repair_error : attacher_.health(workspace_id);
+  std::string err = !e.error.empty()          ? e.error
+                    : !e.repair_error.empty() ? e.repair_error
+                                              : attacher_.health(workspace_id);
   if (!err.empty()) s.set_error(err);
   for (auto& family : attacher_.enforced_families(workspace_id)) s.add_enforced_families(std::move(family));
   std::set<std::string> seen;
@@ -415,6 +413,5 @@ void DataplaneRuntime::ack_policy(unsigned worker, const std::string& workspace_
   if (it != workspaces_.end() && worker < it->second.acked.size())
     it->second.acked[worker] = std::max(it->second.acked[worker], revision);
 }
-
 
 }  // namespace kib::dataplane

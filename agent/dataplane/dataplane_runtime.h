@@ -13,8 +13,8 @@
 #include "agent/config/config.h"
 #include "agent/dataplane/pipelining_prober.h"
 #include "agent/dataplane/worker.h"
-#include "agent/dns/dns_service.h"
 #include "agent/dataplane/workspace_attacher.h"
+#include "agent/dns/dns_service.h"
 #include "agent/runtime/runtime.h"
 
 namespace kib::dataplane {
@@ -30,8 +30,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   void egress_deleted(const std::string& egress_id) override;
   void workspaces_restoring(const std::vector<Restoring>& all) override;
   void workspaces_restored() override;
-  Status workspace_applied(const std::string& workspace_id, const std::string& netns,
-                           const ctrl::NetworkPolicy& policy, uint32_t drain_seconds) override;
+  Status workspace_applied(const std::string& workspace_id, const std::string& netns, const ctrl::NetworkPolicy& policy,
+                           uint32_t drain_seconds) override;
   void workspace_deleted(const std::string& workspace_id) override;
   std::vector<std::string> workspaces_moved() const override;
   void workspace_released(const std::string& workspace_id) override;
@@ -59,7 +59,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
     std::shared_ptr<WorkspaceStats> stats;
     std::vector<uint64_t> acked;  // policy revision per worker
     std::string error;
-    std::string repair_error;  // the rules were removed and putting them back failed
+    std::string repair_error;     // the rules were removed and putting them back failed
     std::vector<unsigned> loops;  // the workers that accept its connections
   };
   // A fresh Workspace's accepting loops (workspace_loops_ of them, the least loaded),
@@ -79,7 +79,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
   std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker
   std::map<std::string, WorkspaceEntry> workspaces_;
-  unsigned workspace_loops_ = 1;        // config dataplane.workspace_loops, at most the loops
+  unsigned workspace_loops_ = 1;         // config dataplane.workspace_loops, at most the loops
   std::vector<size_t> loop_workspaces_;  // Workspaces each loop accepts for
 };
 

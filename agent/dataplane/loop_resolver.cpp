@@ -14,8 +14,10 @@ class LoopResolver::Watch final : private uring::OpOwner {
   void set(bool read, bool write) {
     read_ = read;
     write_ = write;
-    if (in_flight(kPoll)) cancel_op(kPoll);  // re-armed with the new mask on its CQE
-    else arm();
+    if (in_flight(kPoll))
+      cancel_op(kPoll);  // re-armed with the new mask on its CQE
+    else
+      arm();
   }
   // The resolver may be gone before the CQE. Deletes this (now or on release).
   void orphan() {
@@ -46,13 +48,11 @@ class LoopResolver::Watch final : private uring::OpOwner {
   bool write_ = false;
 };
 
-Result<std::unique_ptr<LoopResolver>> LoopResolver::create(uring::Loop& loop,
-                                                           const policy::ResolverOptions& options) {
+Result<std::unique_ptr<LoopResolver>> LoopResolver::create(uring::Loop& loop, const policy::ResolverOptions& options) {
   std::unique_ptr<LoopResolver> r(new LoopResolver(loop));
   LoopResolver* raw = r.get();
-  auto a = policy::AsyncResolver::create(options, [raw](const policy::AsyncResolver::SocketInterest& s) {
-    raw->on_socket(s);
-  });
+  auto a = policy::AsyncResolver::create(options,
+                                         [raw](const policy::AsyncResolver::SocketInterest& s) { raw->on_socket(s); });
   if (!a.ok()) return std::move(a).error();
   r->ares_ = std::move(a.value());
   return r;

@@ -105,8 +105,7 @@ void NetnsAttacher::write_memo(const std::function<Status(netns::AttachMemo&)>& 
   }
   memo_intact_ = st.ok() && memo_.has_value();
   std::string err = st.ok() ? std::string() : st.error().message;
-  if (err != memo_error_ && !err.empty())
-    spdlog::warn("{} (a start after this one writes the tables again)", err);
+  if (err != memo_error_ && !err.empty()) spdlog::warn("{} (a start after this one writes the tables again)", err);
   memo_error_ = std::move(err);
 }
 
@@ -164,8 +163,8 @@ Result<WorkspaceListeners> NetnsAttacher::attach(const std::string& workspace_id
   // The table as the agent's own write left it: the check its own notification asks
   // for looks at the routing, and lists the table only if another write followed.
   const auto written = a->written_generation();
-  Entry e{std::move(*a), key, check_first, next_sweep(std::chrono::steady_clock::now(), key), written, false,
-          std::nullopt};
+  Entry e{std::move(*a), key,   check_first, next_sweep(std::chrono::steady_clock::now(), key),
+          written,       false, std::nullopt};
   if (watch) {
     if (Status st = watches_->add(e.key, std::move(*watch)); !st.ok()) {
       e.changed = true;
@@ -438,8 +437,8 @@ WorkspaceAttacher::Repair NetnsAttacher::repair(const std::string& workspace_id)
   e.nft_reported = false;
   // The report named the generation last found in place: nothing but what the agent
   // wrote (or a transaction that changed nothing) happened there. No syscall at all.
-  if (nft_only && reported_generation && reported_generation == e.checked_generation &&
-      watches_ && watches_->contains(e.key))
+  if (nft_only && reported_generation && reported_generation == e.checked_generation && watches_ &&
+      watches_->contains(e.key))
     return {};
   // Only now: a path that names another namespace is moved() (stat'd every pass).
   if (!e.attachment.namespace_alive()) return {};

@@ -26,8 +26,7 @@ class NetnsAttacher final : public WorkspaceAttacher {
   // what nobody touched since; empty: no memo, every start writes every table.
   explicit NetnsAttacher(std::string guest_congestion_control = {}, std::string memo_path = {});
   Result<WorkspaceListeners> attach(const std::string& workspace_id, const std::string& netns,
-                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy,
-                                    unsigned tcp_listeners) override;
+                                    const ::kibotos::ctrl::v1::NetworkPolicy& policy, unsigned tcp_listeners) override;
   Result<WorkspaceListeners> update(const std::string& workspace_id,
                                     const ::kibotos::ctrl::v1::NetworkPolicy& policy) override;
   void detach(const std::string& workspace_id) override;

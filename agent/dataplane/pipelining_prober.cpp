@@ -31,8 +31,8 @@ void PipeliningProber::probe(const relay::DialTargetPtr& target) {
 bool PipeliningProber::next(Item& item, const std::stop_token& stop) {
   std::unique_lock lk(mu_);
   while (!stop.stop_requested()) {
-    auto earliest = std::min_element(queue_.begin(), queue_.end(),
-                                     [](const Item& a, const Item& b) { return a.due < b.due; });
+    auto earliest =
+        std::min_element(queue_.begin(), queue_.end(), [](const Item& a, const Item& b) { return a.due < b.due; });
     if (earliest != queue_.end() && earliest->due <= Clock::now()) {
       item = std::move(*earliest);
       queue_.erase(earliest);
@@ -40,8 +40,10 @@ bool PipeliningProber::next(Item& item, const std::stop_token& stop) {
     }
     const size_t queued = queue_.size();
     auto changed = [&] { return queue_.size() != queued; };
-    if (earliest == queue_.end()) cv_.wait(lk, stop, changed);
-    else cv_.wait_until(lk, stop, earliest->due, changed);
+    if (earliest == queue_.end())
+      cv_.wait(lk, stop, changed);
+    else
+      cv_.wait_until(lk, stop, earliest->due, changed);
   }
   return false;
 }

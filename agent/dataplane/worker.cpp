@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <atomic>
 #include <future>
 
 #include <spdlog/spdlog.h>
@@ -28,9 +28,10 @@ constexpr uint64_t kAcceptPauseMs = 200;
 void log_accept_pause_once(int err) {
   static std::atomic<bool> logged{false};
   if (logged.exchange(true)) return;
-  spdlog::warn("data plane out of {} ({}): accepting paused for {} ms at a time until resources return; "
-               "raise LimitNOFILE or lower dataplane.max_connections",
-               err == EMFILE || err == ENFILE ? "file descriptors" : "memory", std::strerror(err), kAcceptPauseMs);
+  spdlog::warn(
+      "data plane out of {} ({}): accepting paused for {} ms at a time until resources return; "
+      "raise LimitNOFILE or lower dataplane.max_connections",
+      err == EMFILE || err == ENFILE ? "file descriptors" : "memory", std::strerror(err), kAcceptPauseMs);
 }
 
 // Whether one more relayed connection fits: its guest and upstream sockets (two fds
@@ -130,8 +131,10 @@ Status Worker::start() {
     }
     loop_ = std::move(l.value());
     if (loop_->slots().capacity() < opts_.loop.file_slots)
-      spdlog::warn("data plane loop {}: the kernel refused its {} direct-descriptor slots; its upstream "
-                   "sockets use plain fds", index_, opts_.loop.file_slots);
+      spdlog::warn(
+          "data plane loop {}: the kernel refused its {} direct-descriptor slots; its upstream "
+          "sockets use plain fds",
+          index_, opts_.loop.file_slots);
     auto r = LoopResolver::create(*loop_, opts_.resolver);
     if (!r.ok()) {
       loop_.reset();
@@ -344,8 +347,10 @@ void Worker::on_out_of_resources(int err) {
 void Worker::on_closed(relay::RelayConnection& c) {
   auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
   EgressStats& es = stats_for(ws, c.target().egress_id());
-  if (c.draining()) es.draining.fetch_sub(1, std::memory_order_relaxed);
-  else es.active.fetch_sub(1, std::memory_order_relaxed);
+  if (c.draining())
+    es.draining.fetch_sub(1, std::memory_order_relaxed);
+  else
+    es.active.fetch_sub(1, std::memory_order_relaxed);
   ws.plan->stats->connections.fetch_sub(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_sub(1, std::memory_order_relaxed);
 }

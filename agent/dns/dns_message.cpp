@@ -21,8 +21,7 @@ Result<size_t> skip_name(ByteView msg, size_t at) {
   if (at >= msg.size()) return malformed("DNS name runs past the message");
   char* name = nullptr;
   long encoded_len = 0;
-  const int rc = ares_expand_name(msg.data() + at, msg.data(), static_cast<int>(msg.size()), &name,
-                                  &encoded_len);
+  const int rc = ares_expand_name(msg.data() + at, msg.data(), static_cast<int>(msg.size()), &name, &encoded_len);
   if (rc != ARES_SUCCESS) return malformed("bad DNS name");
   ares_free_string(name);
   return at + static_cast<size_t>(encoded_len);

@@ -13,8 +13,8 @@
 namespace kib::dns {
 
 constexpr size_t kHeaderSize = 12;
-constexpr size_t kMaxMessageSize = 65535;   // a TCP frame's length field
-constexpr uint16_t kClassicUdpSize = 512;   // RFC 1035 4.2.1, without EDNS0
+constexpr size_t kMaxMessageSize = 65535;  // a TCP frame's length field
+constexpr uint16_t kClassicUdpSize = 512;  // RFC 1035 4.2.1, without EDNS0
 
 using Bytes = std::vector<uint8_t>;
 using ByteView = std::span<const uint8_t>;
@@ -39,12 +39,12 @@ constexpr uint8_t kRcodeServfail = 2;
 
 // invalid_argument when shorter than a header.
 Result<DnsHeader> parse_header(ByteView message);
-uint16_t read_id(ByteView message);             // message.size() >= 2
+uint16_t read_id(ByteView message);  // message.size() >= 2
 void write_id(std::span<uint8_t> message, uint16_t id);
 
 struct QueryInfo {
   DnsHeader header;
-  size_t question_end = 0;                  // offset just past QTYPE/QCLASS
+  size_t question_end = 0;                      // offset just past QTYPE/QCLASS
   uint16_t udp_payload_size = kClassicUdpSize;  // what the guest accepts over UDP
 };
 

@@ -63,11 +63,10 @@ void add_dns_status(const WorkspaceDnsStatus& dns, ctrl::NetworkPolicyStatus& st
 }
 
 std::string describe_dns_status(const WorkspaceDnsStatus& s) {
-  std::string out = "dns: queries=" + std::to_string(s.counters.queries) +
-                    " answers=" + std::to_string(s.counters.answers) +
-                    " timeouts=" + std::to_string(s.counters.timeouts) +
-                    " failovers=" + std::to_string(s.counters.failovers) +
-                    " in_flight=" + std::to_string(s.in_flight) + "/" + std::to_string(s.max_in_flight);
+  std::string out =
+      "dns: queries=" + std::to_string(s.counters.queries) + " answers=" + std::to_string(s.counters.answers) +
+      " timeouts=" + std::to_string(s.counters.timeouts) + " failovers=" + std::to_string(s.counters.failovers) +
+      " in_flight=" + std::to_string(s.in_flight) + "/" + std::to_string(s.max_in_flight);
   for (size_t i = 0; i < kFailureReasonCount; ++i) {
     if (s.counters.failures[i] == 0) continue;
     out += " failed_" + std::string(failure_reason_name(static_cast<FailureReason>(i))) + "=" +

@@ -34,8 +34,7 @@ void GuestSocket::on_released() {
 
 // ---- UDP ----
 
-GuestPtr<GuestUdpListener> GuestUdpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
-                                                   size_t* live) {
+GuestPtr<GuestUdpListener> GuestUdpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd, size_t* live) {
   // A guest may fire a burst of queries (a browser, a resolver warming up): room for
   // about a thousand before the kernel drops any.
   int bytes = 4 << 20;
@@ -80,8 +79,7 @@ void GuestUdpListener::on_complete(unsigned, int32_t res, uint32_t) {
 
 // ---- TCP listener ----
 
-GuestPtr<GuestTcpListener> GuestTcpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
-                                                   size_t* live) {
+GuestPtr<GuestTcpListener> GuestTcpListener::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd, size_t* live) {
   GuestPtr<GuestTcpListener> l(new GuestTcpListener(loop, events, std::move(fd), live));
   l->arm();
   return l;
@@ -112,8 +110,8 @@ void GuestTcpListener::on_complete(unsigned, int32_t res, uint32_t) {
 
 // ---- TCP connection ----
 
-GuestPtr<GuestTcpConnection> GuestTcpConnection::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd,
-                                                       uint64_t id, size_t* live) {
+GuestPtr<GuestTcpConnection> GuestTcpConnection::start(uring::Loop& loop, GuestEvents& events, UniqueFd fd, uint64_t id,
+                                                       size_t* live) {
   GuestPtr<GuestTcpConnection> c(new GuestTcpConnection(loop, events, std::move(fd), id, live));
   c->last_activity_ms_ = loop.now_ms();
   c->arm_recv();

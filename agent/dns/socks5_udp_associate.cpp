@@ -21,13 +21,10 @@ std::string_view socks5_reply_text(uint8_t rep) {
 Result<SocketAddress> relay_address_from_reply(const Socks5Reply& reply, const SocketAddress& endpoint,
                                                const policy::EndpointAddressPolicy& address_policy) {
   if (reply.rep != 0)
-    return make_error(Code::unavailable,
-                      "SOCKS5 UDP ASSOCIATE refused: " + std::string(socks5_reply_text(reply.rep)));
+    return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE refused: " + std::string(socks5_reply_text(reply.rep)));
   const auto* ip = std::get_if<policy::IpAddress>(&reply.bound.host);
-  if (ip == nullptr)
-    return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE reply names a domain as relay address");
-  if (reply.bound.port == 0)
-    return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE reply has relay port 0");
+  if (ip == nullptr) return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE reply names a domain as relay address");
+  if (reply.bound.port == 0) return make_error(Code::unavailable, "SOCKS5 UDP ASSOCIATE reply has relay port 0");
   SocketAddress relay = SocketAddress::from(*ip, reply.bound.port);
   // "an unspecified BND.ADDR such as 0.0.0.0 means the endpoint's own address"
   if (relay.is_unspecified()) relay = SocketAddress::from(endpoint.ip(), reply.bound.port);

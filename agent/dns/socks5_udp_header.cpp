@@ -29,8 +29,7 @@ Result<std::optional<DecodedSocks5Address>> decode_socks5_address(ByteView in) {
       addr_at = 2;
       if (addr_len == 0) return make_error(Code::invalid_argument, "SOCKS5 address: empty domain name");
       break;
-    default:
-      return make_error(Code::invalid_argument, "SOCKS5 address: unknown ATYP " + std::to_string(in[0]));
+    default: return make_error(Code::invalid_argument, "SOCKS5 address: unknown ATYP " + std::to_string(in[0]));
   }
   const size_t total = addr_at + addr_len + 2;
   if (in.size() < total) return Maybe{};

@@ -8,7 +8,7 @@
 namespace kib::dns {
 namespace {
 
-constexpr size_t kMaxQueued = 1024;             // queries waiting for the connection
+constexpr size_t kMaxQueued = 1024;              // queries waiting for the connection
 constexpr size_t kMaxUnsentBytes = 1024 * 1024;  // a resolver that stops reading
 
 class TcpChannel final : public UpstreamChannel, private StreamEvents {

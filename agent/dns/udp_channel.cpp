@@ -13,7 +13,7 @@
 namespace kib::dns {
 namespace {
 
-constexpr size_t kMaxQueued = 1024;            // queries waiting for the association
+constexpr size_t kMaxQueued = 1024;  // queries waiting for the association
 constexpr size_t kSocksHeaderRoom = 3 + 1 + 255 + 2;
 
 class UdpChannel final : public UpstreamChannel, private uring::OpOwner, private StreamEvents {
@@ -95,8 +95,9 @@ class UdpChannel final : public UpstreamChannel, private uring::OpOwner, private
     if (closing()) return;
     if (res < 0) {
       if (res == -EINTR || res == -EAGAIN) return arm_recv();
-      return fail(std::string("recv from ") + (route_.egress ? "relay " + relay_.to_string() : route_.resolver.to_string()) +
-                  ": " + strerror(-res));
+      return fail(std::string("recv from ") +
+                  (route_.egress ? "relay " + relay_.to_string() : route_.resolver.to_string()) + ": " +
+                  strerror(-res));
     }
     on_datagram(ByteView(buf_.data(), static_cast<size_t>(res)));
     if (!closing()) arm_recv();
@@ -108,8 +109,7 @@ class UdpChannel final : public UpstreamChannel, private uring::OpOwner, private
     if (!decoded.ok()) return;  // fragments and garbage are dropped
     // Only what the relay says came from our resolver is an answer.
     const auto* ip = std::get_if<policy::IpAddress>(&decoded->destination.host);
-    if (ip == nullptr || !(*ip == route_.resolver.ip()) || decoded->destination.port != route_.resolver.port())
-      return;
+    if (ip == nullptr || !(*ip == route_.resolver.ip()) || decoded->destination.port != route_.resolver.port()) return;
     events_->on_channel_answer(resolver_, decoded->payload);
   }
 

@@ -88,9 +88,12 @@ void UpstreamStream::on_dialed() {
   if (route_.egress && route_.udp_associate) {
     const relay::Socks5Bound b = dial_->bound();
     Socks5Reply reply;
-    if (b.is_domain) reply.bound.host = std::string();
-    else reply.bound = {policy::IpAddress::from_sockaddr(&b.address.sa), b.address.port()};
-    auto checked = relay_address_from_reply(reply, SocketAddress::from_sockaddr(&dial_->peer().sa), ctx_.address_policy);
+    if (b.is_domain)
+      reply.bound.host = std::string();
+    else
+      reply.bound = {policy::IpAddress::from_sockaddr(&b.address.sa), b.address.port()};
+    auto checked =
+        relay_address_from_reply(reply, SocketAddress::from_sockaddr(&dial_->peer().sa), ctx_.address_policy);
     if (!checked.ok()) return fail(checked.error().message);
     relay = *checked;
   }

@@ -1,9 +1,9 @@
 #pragma once
 // A TCP stream from the host namespace to a DNS resolver: straight to it, or through
 // an Egress (the dial every Egress connection makes, relay/egress_dial.h: resolve,
-// check, connect, TLS, SOCKS5, then CONNECT to the resolver or UDP ASSOCIATE). Once ready it carries DNS bytes (TCP resolvers) or just stays
-// open to keep the association alive ("the association terminates when the TCP
-// connection that the UDP ASSOCIATE request arrived on terminates").
+// check, connect, TLS, SOCKS5, then CONNECT to the resolver or UDP ASSOCIATE). Once ready it carries DNS bytes (TCP
+// resolvers) or just stays open to keep the association alive ("the association terminates when the TCP connection that
+// the UDP ASSOCIATE request arrived on terminates").
 //
 // Lives on one uring::Loop. close() stops every event; the object deletes itself
 // after the CQE of each operation it submitted.
@@ -36,14 +36,14 @@ struct StreamContext {
   uring::Loop& loop;
   const policy::EndpointAddressPolicy& address_policy;
   ResolveFn resolve;
-  uint64_t handshake_ms = 10000;  // connect + TLS + SOCKS5, per address tried
+  uint64_t handshake_ms = 10000;   // connect + TLS + SOCKS5, per address tried
   size_t* live_objects = nullptr;  // streams and channels not yet deleted (shutdown waits)
 };
 
 struct StreamRoute {
-  SocketAddress resolver;         // the DNS server
-  relay::DialTargetPtr egress;    // null: TCP straight to the resolver
-  bool udp_associate = false;     // through the Egress: UDP ASSOCIATE, not CONNECT
+  SocketAddress resolver;       // the DNS server
+  relay::DialTargetPtr egress;  // null: TCP straight to the resolver
+  bool udp_associate = false;   // through the Egress: UDP ASSOCIATE, not CONNECT
 };
 
 class StreamEvents {
@@ -95,7 +95,7 @@ class UpstreamStream final : private uring::OpOwner, private uring::TimerHandler
   void on_dial_bytes(int32_t res);
   void on_dialed();
   void on_bytes(ByteView cipher_or_plain);  // once ready
-  void send_plain(ByteView data);  // through TLS when present
+  void send_plain(ByteView data);           // through TLS when present
   void flush();
   void arm_recv();
   void fail(const std::string& reason);

@@ -238,15 +238,17 @@ void WorkspaceDns::deliver(const Delivery& d) {
 void WorkspaceDns::egress_published(const std::string& egress_id, uint32_t drain_seconds) {
   auto target = egresses_(egress_id);
   const uint64_t now = ctx_.loop.now_ms();
-  const uint64_t keep = std::min<uint64_t>(uint64_t{drain_seconds} * 1000,
-                                           static_cast<uint64_t>(options_.attempt_timeout.count()));
+  const uint64_t keep =
+      std::min<uint64_t>(uint64_t{drain_seconds} * 1000, static_cast<uint64_t>(options_.attempt_timeout.count()));
   std::vector<uint64_t> close_now;
   for (auto& [token, slot] : slots_) {
     if (resolvers_[slot.resolver].egress_id != egress_id) continue;
     if (target && slot.egress_revision >= target->revision_number()) continue;
     if (slot.drain_deadline_ms != 0) continue;  // keeps its own deadline
-    if (keep == 0) close_now.push_back(token);
-    else slot.drain_deadline_ms = now + keep;
+    if (keep == 0)
+      close_now.push_back(token);
+    else
+      slot.drain_deadline_ms = now + keep;
   }
   for (uint64_t t : close_now) close_slot(t);
   rearm();

@@ -66,8 +66,8 @@ using ReplyOpener = ReplySocketCache::Opener;
 
 class WorkspaceDns final : private GuestEvents, private ChannelEvents, private uring::TimerHandler {
  public:
-  WorkspaceDns(const StreamContext& ctx, EgressLookup egresses, ReplyOpener opener,
-               const WorkspaceDnsOptions& options, uint64_t policy_revision, std::vector<ResolverRoute> resolvers);
+  WorkspaceDns(const StreamContext& ctx, EgressLookup egresses, ReplyOpener opener, const WorkspaceDnsOptions& options,
+               uint64_t policy_revision, std::vector<ResolverRoute> resolvers);
   ~WorkspaceDns();
 
   void add_udp_listener(UniqueFd fd);

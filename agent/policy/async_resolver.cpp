@@ -72,10 +72,8 @@ bool does_not_resolve(int status) {
     case ARES_EBADRESP:
     case ARES_ENOTIMP:
     case ARES_EOF:
-    case ARES_ECANCELLED:
-      return true;
-    default:
-      return false;
+    case ARES_ECANCELLED: return true;
+    default: return false;
   }
 }
 
@@ -138,7 +136,8 @@ Result<std::unique_ptr<AsyncResolver>> AsyncResolver::create(const ResolverOptio
   }
   if (!csv.empty()) {
     const int ss = ares_set_servers_ports_csv(r->channel_, csv.c_str());
-    if (ss != ARES_SUCCESS) return make_error(Code::invalid_argument, std::string("resolver servers: ") + ares_strerror(ss));
+    if (ss != ARES_SUCCESS)
+      return make_error(Code::invalid_argument, std::string("resolver servers: ") + ares_strerror(ss));
   }
   return r;
 }

@@ -60,7 +60,8 @@ Status check_hostname(std::string_view host, std::string_view text) {
     const size_t dot = host.find('.', start);
     last = host.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (!valid_label(last))
-      return invalid("host " + quoted(host) + " is not an IPv4 address, a bracketed IPv6 address or an RFC 1123 host name");
+      return invalid("host " + quoted(host) +
+                     " is not an IPv4 address, a bracketed IPv6 address or an RFC 1123 host name");
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
@@ -83,7 +84,8 @@ Result<HostPort> parse(std::string_view text, bool ip_only) {
     if (!ip.ok() || ip->family != AF_INET6)
       return invalid("address " + quoted(text) + " has brackets around something that is not an IPv6 address");
     const std::string_view rest = text.substr(close + 1);
-    if (rest.empty() || rest.front() != ':') return invalid("address " + quoted(text) + " has no port; expected [ipv6]:port");
+    if (rest.empty() || rest.front() != ':')
+      return invalid("address " + quoted(text) + " has no port; expected [ipv6]:port");
     hp.host = std::string(inner);
     hp.ip = *ip;
     port_text = rest.substr(1);

@@ -10,9 +10,9 @@
 namespace kib::policy {
 
 struct HostPort {
-  std::string host;               // hostname, or the IP literal without brackets
-  uint16_t port = 0;              // 1..65535
-  std::optional<IpAddress> ip;    // set when host is an IP literal
+  std::string host;             // hostname, or the IP literal without brackets
+  uint16_t port = 0;            // 1..65535
+  std::optional<IpAddress> ip;  // set when host is an IP literal
 };
 
 // "203.0.113.5:1080", "[2001:db8::1]:1080", "socks.example.com:1080". Hostnames follow

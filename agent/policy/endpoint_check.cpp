@@ -24,8 +24,8 @@ Status check_endpoint_address(const HostPort& endpoint, const EndpointAddressPol
 
 Status check_endpoint_address(const HostPort& endpoint, const EndpointAddressPolicy& policy,
                               const ResolverOptions& options) {
-  return check_endpoint_address(endpoint, policy,
-                                HostResolver([&options](const std::string& host) { return resolve_host(host, options); }));
+  return check_endpoint_address(
+      endpoint, policy, HostResolver([&options](const std::string& host) { return resolve_host(host, options); }));
 }
 
 DialTargets filter_dial_targets(const std::vector<IpAddress>& resolved, const EndpointAddressPolicy& policy) {

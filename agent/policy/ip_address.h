@@ -13,8 +13,8 @@
 namespace kib::policy {
 
 struct IpAddress {
-  int family = AF_INET;              // AF_INET or AF_INET6
-  std::array<uint8_t, 16> bytes{};   // network order; IPv4 uses the first 4
+  int family = AF_INET;             // AF_INET or AF_INET6
+  std::array<uint8_t, 16> bytes{};  // network order; IPv4 uses the first 4
 
   static Result<IpAddress> parse(std::string_view text);  // "192.0.2.1", "2001:db8::1" (no brackets)
   static IpAddress from_sockaddr(const sockaddr* sa);

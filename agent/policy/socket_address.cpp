@@ -60,8 +60,8 @@ bool SocketAddress::operator==(const SocketAddress& o) const {
 size_t SocketAddressHash::operator()(const SocketAddress& a) const {
   const IpAddress ip = a.ip();
   const std::string_view raw(reinterpret_cast<const char*>(ip.bytes.data()), ip.bytes.size());
-  return std::hash<std::string_view>{}(raw) ^ (static_cast<size_t>(a.port()) << 1) ^
-         static_cast<size_t>(ip.family) ^ (static_cast<size_t>(a.scope_id()) << 20);
+  return std::hash<std::string_view>{}(raw) ^ (static_cast<size_t>(a.port()) << 1) ^ static_cast<size_t>(ip.family) ^
+         (static_cast<size_t>(a.scope_id()) << 20);
 }
 
 }  // namespace kib::policy

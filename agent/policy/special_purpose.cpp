@@ -154,8 +154,8 @@ Status EndpointAddressPolicy::check(const IpAddress& a) const {
     if (in_any(exemptions_, *v4)) return {};
     if (const auto* b = find_special_purpose_block(*v4))
       return make_error(Code::invalid_argument, "address " + shown + " embeds " + v4->to_string() +
-                                                    ", which is in the special-purpose block " +
-                                                    b->cidr.to_string() + " (" + b->name + ")");
+                                                    ", which is in the special-purpose block " + b->cidr.to_string() +
+                                                    " (" + b->name + ")");
     return {};
   }
   // 64:ff9b:1::/48, 2002::/16 (6to4) and 2001::/32 (Teredo) are in the table and

@@ -3,8 +3,7 @@
 namespace kib::relay {
 
 Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev) {
-  if (!rev || !rev->spec.has_socks5())
-    return Error{Code::invalid_argument, "egress has no socks5 endpoint"};
+  if (!rev || !rev->spec.has_socks5()) return Error{Code::invalid_argument, "egress has no socks5 endpoint"};
   const auto& s5 = rev->spec.socks5();
   KIB_TRY_ASSIGN(auto hp, policy::parse_host_port(s5.address()));
   if (s5.username().size() > 255 || s5.password().size() > 255)

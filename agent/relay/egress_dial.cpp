@@ -50,7 +50,7 @@ EgressDial::Step EgressDial::connect_next() {
   const uint16_t port = plan_.egress != nullptr
                             ? plan_.egress->endpoint.port
                             : ntohs(plan_.destination.sa.sa_family == AF_INET6 ? plan_.destination.v6.sin6_port
-                                                                                : plan_.destination.v4.sin_port);
+                                                                               : plan_.destination.v4.sin_port);
   peer_ = to_socket_address(addresses_[next_++], port);
   return step_ = Step::connect;
 }
@@ -155,8 +155,7 @@ EgressDial::Step EgressDial::on_received(const uint8_t* data, size_t len) {
 EgressDial::Step EgressDial::feed_socks(const uint8_t* data, size_t len, size_t* used) {
   *used = socks_->feed(data, len);
   switch (socks_->state()) {
-    case Socks5Client::State::failed:
-      return fail("socks5: " + std::string(socks5_failure_name(socks_->failure())));
+    case Socks5Client::State::failed: return fail("socks5: " + std::string(socks5_failure_name(socks_->failure())));
     case Socks5Client::State::done: return step_ = Step::dialed;
     default: return queue_socks_output();
   }

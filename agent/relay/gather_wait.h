@@ -18,10 +18,10 @@ inline constexpr uint64_t kGatherTarget = 2u << 20;
 // One bulk flow's waits. It lives with the flow's SplicePipe: only bulk flows wait,
 // and the connections that never turn bulk (most, and every idle one) carry none.
 struct GatherState {
-  uint32_t wait_us = 0;      // the last wait (0: the flow waited for readability)
-  uint64_t gathered = 0;     // moved since that wait ended
-  __kernel_timespec ts{};    // wait_us for the kernel, read when the SQE is submitted
-  uint32_t lowat = 0;        // the source's SO_RCVLOWAT while it waits (0: the kernel's 1)
+  uint32_t wait_us = 0;    // the last wait (0: the flow waited for readability)
+  uint64_t gathered = 0;   // moved since that wait ended
+  __kernel_timespec ts{};  // wait_us for the kernel, read when the SQE is submitted
+  uint32_t lowat = 0;      // the source's SO_RCVLOWAT while it waits (0: the kernel's 1)
 };
 
 // What a wait aims to gather: at most a quarter of the source's receive buffer

@@ -42,11 +42,10 @@ SocketAddress RelayConnection::original_dst() const {
 RelayConnection::~RelayConnection() = default;
 
 void RelayConnection::start(const SocketAddress& original_dst) {
-  dial_ = std::make_unique<EgressDial>(
-      DialPlan{.egress = target_.get(),
-               .destination = original_dst,
-               .pipelined = target_->socks_pipelining.load(std::memory_order_relaxed),
-               .address_policy = &obs_.address_policy()});
+  dial_ = std::make_unique<EgressDial>(DialPlan{.egress = target_.get(),
+                                                .destination = original_dst,
+                                                .pipelined = target_->socks_pipelining.load(std::memory_order_relaxed),
+                                                .address_policy = &obs_.address_policy()});
   last_activity_ = loop_.now_ms();
   advance(dial_->start());
 }
@@ -65,9 +64,7 @@ void RelayConnection::advance(EgressDial::Step step) {
       hold(kResolve);
       return obs_.resolve(*this, dial_->host());
     case EgressDial::Step::connect: return connect_next();
-    case EgressDial::Step::exchange:
-      pump(kGuest);
-      return arm_recv(kUp);
+    case EgressDial::Step::exchange: pump(kGuest); return arm_recv(kUp);
     case EgressDial::Step::dialed: return enter_relay();
     case EgressDial::Step::failed: {
       const DialFailure& f = dial_->failure();

@@ -103,7 +103,11 @@ class RelayConnection final : private uring::OpOwner,
   enum class Phase : uint8_t { idle, resolving, connecting, handshake, relaying, closing };
   enum Side : int { kGuest = 0, kUp = 1 };
   enum Tag : unsigned {
-    kGuestRecv = 0, kGuestSend = 1, kUpRecv = 2, kUpSend = 3, kConnect = 4,
+    kGuestRecv = 0,
+    kGuestSend = 1,
+    kUpRecv = 2,
+    kUpSend = 3,
+    kConnect = 4,
     kShutdown = 5,  // FIN to the endpoint on a slot (runs in an io-wq worker)
     kSocket = 6,    // the upstream socket opened into a slot
     kInstall = 7,   // a plain fd for the slot's socket (splice needs one)

@@ -144,8 +144,10 @@ void RelayConnection::pass_fin(int to) {
 }
 
 void RelayConnection::handle_eof(int side) {
-  if (tls_) tls_end(side);
-  else flow_[side].eof = true;
+  if (tls_)
+    tls_end(side);
+  else
+    flow_[side].eof = true;
   pump(side);
 }
 
@@ -157,8 +159,10 @@ void RelayConnection::maybe_finish() {
 // opened by it; the provided buffer goes back at once either way.
 void RelayConnection::tls_take_in(int side, const uint8_t* data, uint32_t len, int32_t bid) {
   bool ok = true;
-  if (side == kUp) tls_->feed(data, len);
-  else ok = tls_->write(data, len) == TlsSession::Io::ok;
+  if (side == kUp)
+    tls_->feed(data, len);
+  else
+    ok = tls_->write(data, len) == TlsSession::Io::ok;
   loop_.give_back(static_cast<uint16_t>(bid));
   if (!ok) return close(true);
   pump(side);

@@ -47,12 +47,8 @@ void RelayConnection::splice_flow(int side) {
       set_receive_lowat(side, 0);
       f.pipe->gather() = {};
       return arm_poll(side, recv_tag(side), POLLIN);
-    case SplicePipe::Step::yielded:
-      set_receive_lowat(side, 0);
-      return arm_poll(side, recv_tag(side), POLLIN);
-    case SplicePipe::Step::dst_full:
-      f.out_poll = true;
-      return arm_poll(other, send_tag(other), POLLOUT);
+    case SplicePipe::Step::yielded: set_receive_lowat(side, 0); return arm_poll(side, recv_tag(side), POLLIN);
+    case SplicePipe::Step::dst_full: f.out_poll = true; return arm_poll(other, send_tag(other), POLLOUT);
     case SplicePipe::Step::eof: return handle_eof(side);
     case SplicePipe::Step::error: return close(true);
   }

@@ -40,8 +40,7 @@ std::string_view socks5_failure_name(Socks5Failure f) {
   return "unknown";
 }
 
-Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined,
-                           Socks5Command command)
+Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined, Socks5Command command)
     : creds_(creds), pipelined_(pipelined), command_(command) {
   std::memcpy(&dst_, dst, dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
 }

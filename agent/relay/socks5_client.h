@@ -27,11 +27,11 @@ enum class Socks5Failure : uint8_t {
   ttl_expired,
   command_not_supported,
   address_type_not_supported,
-  unknown_reply_code,      // REP 9..255
-  bad_version,             // the server did not answer as SOCKS5
-  no_acceptable_method,    // 0xFF, or a method we did not offer
-  auth_failed,             // RFC 1929 status != 0
-  malformed_reply,         // bad RSV/ATYP or auth version
+  unknown_reply_code,    // REP 9..255
+  bad_version,           // the server did not answer as SOCKS5
+  no_acceptable_method,  // 0xFF, or a method we did not offer
+  auth_failed,           // RFC 1929 status != 0
+  malformed_reply,       // bad RSV/ATYP or auth version
 };
 
 // Stable, lowercase names used as status reasons ("socks5: connection_refused").
@@ -111,8 +111,8 @@ class Socks5Client {
   Socks5Command command_ = Socks5Command::connect;
   // The current reply's bytes, up to an IPv6 BND (a domain BND's tail is not kept).
   uint8_t head_[4 + 16 + 2] = {};
-  uint16_t have_ = 0;     // bytes of the current reply seen
-  uint16_t need_ = 2;     // its length, once known
+  uint16_t have_ = 0;  // bytes of the current reply seen
+  uint16_t need_ = 2;  // its length, once known
 };
 
 }  // namespace kib::relay

@@ -57,8 +57,8 @@ Result<bool> probe_socks5_pipelining(const DialTarget& target, const ProbeOption
   if (target.tls) return Error{Code::unimplemented, "not probed inside TLS"};
   SocketAddress nowhere{};  // 0.0.0.0:0
   nowhere.v4.sin_family = AF_INET;
-  EgressDial dial(DialPlan{.egress = &target, .destination = nowhere, .pipelined = true,
-                           .address_policy = &options.address_policy});
+  EgressDial dial(DialPlan{
+      .egress = &target, .destination = nowhere, .pipelined = true, .address_policy = &options.address_policy});
   Step step = dial.start();
   if (step == Step::resolve) step = dial.on_resolved(policy::resolve_host(dial.host(), options.resolver));
   UniqueFd fd;

@@ -24,8 +24,7 @@ std::unique_ptr<SplicePipe> SplicePipe::open() {
   return std::unique_ptr<SplicePipe>(new SplicePipe(p[0], p[1], static_cast<size_t>(size)));
 }
 
-SplicePipe::Step SplicePipe::pump(int src, int dst, size_t budget, size_t* moved, int* err,
-                                  bool stop_when_drained) {
+SplicePipe::Step SplicePipe::pump(int src, int dst, size_t budget, size_t* moved, int* err, bool stop_when_drained) {
   constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
   size_t done = 0;
   bool drained = false;

@@ -18,8 +18,7 @@ class TlsClientContext {
  public:
   // server_name: EgressTls.server_name, or the endpoint host when empty. ca_pem: the
   // Egress's ca_cert (replaces the system roots) or empty for the system roots.
-  static Result<std::shared_ptr<TlsClientContext>> create(const std::string& server_name,
-                                                          const std::string& ca_pem);
+  static Result<std::shared_ptr<TlsClientContext>> create(const std::string& server_name, const std::string& ca_pem);
   SSL_CTX* get() const { return ctx_.get(); }
   const std::string& verify_name() const { return name_; }
   bool name_is_ip() const { return name_is_ip_; }

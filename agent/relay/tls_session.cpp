@@ -26,8 +26,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(std::shared_ptr<TlsClient
       return Error{Code::invalid_argument, "bad IP for TLS verification: " + name};
   } else {
     SSL_set_tlsext_host_name(ssl, name.c_str());
-    if (SSL_set1_host(ssl, name.c_str()) != 1)
-      return Error{Code::invalid_argument, "bad TLS server name: " + name};
+    if (SSL_set1_host(ssl, name.c_str()) != 1) return Error{Code::invalid_argument, "bad TLS server name: " + name};
   }
   if (SSL_SESSION* sess = ctx->take_session_ref()) {
     SSL_set_session(ssl, sess);

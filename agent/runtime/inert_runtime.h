@@ -10,8 +10,7 @@ class InertRuntime final : public Runtime {
  public:
   void egress_published(EgressRevisionPtr, uint32_t) override {}
   void egress_deleted(const std::string&) override {}
-  Status workspace_applied(const std::string&, const std::string&, const ctrl::NetworkPolicy&,
-                           uint32_t) override {
+  Status workspace_applied(const std::string&, const std::string&, const ctrl::NetworkPolicy&, uint32_t) override {
     return Error{Code::unimplemented, "this agent runs without a data plane: workspaces cannot be enforced"};
   }
   void workspace_deleted(const std::string&) override {}

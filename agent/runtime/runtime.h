@@ -42,10 +42,10 @@ struct EgressMetrics {
 
 // A Workspace's guest DNS, when its policy has resolvers.
 struct DnsMetrics {
-  uint64_t queries = 0;    // accepted from the guest
-  uint64_t answers = 0;    // resolvers' answers delivered to it
-  uint64_t timeouts = 0;   // attempts that timed out (each may fail over)
-  uint64_t failovers = 0;  // queries moved to the next resolver
+  uint64_t queries = 0;                                    // accepted from the guest
+  uint64_t answers = 0;                                    // resolvers' answers delivered to it
+  uint64_t timeouts = 0;                                   // attempts that timed out (each may fail over)
+  uint64_t failovers = 0;                                  // queries moved to the next resolver
   std::vector<std::pair<std::string, uint64_t>> failures;  // by reason, as in status
   uint64_t in_flight = 0;
 };

@@ -81,8 +81,9 @@ Status apply_step(SqliteDb& db, int version) {
 int latest_schema_version() { return static_cast<int>(steps().size()); }
 
 Result<int> current_schema_version(SqliteDb& db) {
-  KIB_TRY(db.exec("CREATE TABLE IF NOT EXISTS schema_migrations("
-                  "version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)"));
+  KIB_TRY(
+      db.exec("CREATE TABLE IF NOT EXISTS schema_migrations("
+              "version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)"));
   auto v = db.query_int("SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
   if (!v.ok()) return std::move(v).error();
   return static_cast<int>(*v);

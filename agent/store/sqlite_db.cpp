@@ -23,8 +23,7 @@ Statement& Statement::operator=(Statement&& o) noexcept {
 
 // Bind failures are kept and reported by the next step(), so call sites stay a chain.
 Statement& Statement::bind(int i, int64_t v) {
-  if (sqlite3_bind_int64(stmt_, i, v) != SQLITE_OK && bind_status_.ok())
-    bind_status_ = sqlite_error(db_, "bind");
+  if (sqlite3_bind_int64(stmt_, i, v) != SQLITE_OK && bind_status_.ok()) bind_status_ = sqlite_error(db_, "bind");
   return *this;
 }
 

@@ -132,16 +132,14 @@ Result<std::optional<ResourceRow>> Transaction::get(Kind kind, const std::string
 }
 
 Status Transaction::scan(Kind kind, uint64_t after_seq, const std::function<bool(ResourceRow&&)>& fn) {
-  auto st = db_.prepare(
-      "SELECT seq, id, body FROM resources WHERE kind = ? AND deleted = 0 AND seq > ? ORDER BY seq");
+  auto st = db_.prepare("SELECT seq, id, body FROM resources WHERE kind = ? AND deleted = 0 AND seq > ? ORDER BY seq");
   if (!st.ok()) return std::move(st).error();
   st->bind(1, kind_name(kind)).bind(2, static_cast<int64_t>(after_seq));
   for (;;) {
     auto row = st->step();
     if (!row.ok()) return std::move(row).error();
     if (!*row) return {};
-    if (!fn(ResourceRow{static_cast<uint64_t>(st->column_int(0)), st->column_text(1), st->column_blob(2)}))
-      return {};
+    if (!fn(ResourceRow{static_cast<uint64_t>(st->column_int(0)), st->column_text(1), st->column_blob(2)})) return {};
   }
 }
 
@@ -183,8 +181,7 @@ Status Transaction::mark_deleted(Kind kind, const std::string& id) {
 }
 
 Result<bool> Transaction::netns_attached(const NetnsKey& key) {
-  auto st = db_.prepare(
-      "SELECT 1 FROM resources WHERE netns_dev = ? AND netns_ino = ? AND deleted = 0 LIMIT 1");
+  auto st = db_.prepare("SELECT 1 FROM resources WHERE netns_dev = ? AND netns_ino = ? AND deleted = 0 LIMIT 1");
   if (!st.ok()) return std::move(st).error();
   st->bind(1, static_cast<int64_t>(key.dev)).bind(2, static_cast<int64_t>(key.ino));
   return st->step();
@@ -204,8 +201,7 @@ Result<std::optional<NetnsKey>> Transaction::netns_key(const std::string& worksp
 }
 
 Status Transaction::set_netns_key(const std::string& workspace_id, const NetnsKey& key) {
-  auto st = db_.prepare(
-      "UPDATE resources SET netns_dev = ?, netns_ino = ? WHERE kind = ? AND id = ? AND deleted = 0");
+  auto st = db_.prepare("UPDATE resources SET netns_dev = ?, netns_ino = ? WHERE kind = ? AND id = ? AND deleted = 0");
   if (!st.ok()) return std::move(st).error();
   return st->bind(1, static_cast<int64_t>(key.dev))
       .bind(2, static_cast<int64_t>(key.ino))
@@ -239,9 +235,9 @@ Result<std::vector<PendingDetach>> Transaction::pending_detaches() {
     auto row = st->step();
     if (!row.ok()) return std::move(row).error();
     if (!*row) return out;
-    out.push_back(PendingDetach{st->column_text(0), st->column_text(1),
-                                NetnsKey{static_cast<uint64_t>(st->column_int(2)),
-                                         static_cast<uint64_t>(st->column_int(3))}});
+    out.push_back(
+        PendingDetach{st->column_text(0), st->column_text(1),
+                      NetnsKey{static_cast<uint64_t>(st->column_int(2)), static_cast<uint64_t>(st->column_int(3))}});
   }
 }
 
@@ -266,8 +262,8 @@ Result<bool> Transaction::egress_referenced(const std::string& egress_id, bool u
 }
 
 Result<std::optional<CommandRecord>> Transaction::find_command(const std::string& command_id) {
-  auto st = db_.prepare(
-      "SELECT method, fingerprint, code, message, response, created_ms FROM commands WHERE command_id = ?");
+  auto st =
+      db_.prepare("SELECT method, fingerprint, code, message, response, created_ms FROM commands WHERE command_id = ?");
   if (!st.ok()) return std::move(st).error();
   st->bind(1, command_id);
   auto row = st->step();

@@ -55,7 +55,7 @@ struct CommandRecord {
   std::string fingerprint;  // raw SHA-256
   int code = 0;             // kib::Code; 0 = ok and response holds the reply
   std::string message;
-  std::string response;     // serialized response message when code == 0
+  std::string response;  // serialized response message when code == 0
   int64_t created_ms = 0;
 };
 

@@ -30,12 +30,18 @@ inline std::string parse_egress(std::istringstream& in, EgressRevision& rev, uin
   s5->set_address(address);
   std::string opt;
   while (in >> opt) {
-    if (opt.rfind("user=", 0) == 0) s5->set_username(opt.substr(5));
-    else if (opt.rfind("pass=", 0) == 0) s5->set_password(opt.substr(5));
-    else if (opt == "tls") s5->mutable_tls();
-    else if (opt.rfind("sni=", 0) == 0) s5->mutable_tls()->set_server_name(opt.substr(4));
-    else if (opt.rfind("ca=", 0) == 0) s5->mutable_tls()->set_ca_cert(read_file(opt.substr(3)));
-    else return "error: unknown option " + opt;
+    if (opt.rfind("user=", 0) == 0)
+      s5->set_username(opt.substr(5));
+    else if (opt.rfind("pass=", 0) == 0)
+      s5->set_password(opt.substr(5));
+    else if (opt == "tls")
+      s5->mutable_tls();
+    else if (opt.rfind("sni=", 0) == 0)
+      s5->mutable_tls()->set_server_name(opt.substr(4));
+    else if (opt.rfind("ca=", 0) == 0)
+      s5->mutable_tls()->set_ca_cert(read_file(opt.substr(3)));
+    else
+      return "error: unknown option " + opt;
   }
   return "";
 }

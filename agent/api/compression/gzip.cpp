@@ -83,9 +83,9 @@ bool lists_gzip(const std::string* header) {
     item = item.substr(0, item.find(';'));
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
-    if (item.size() == kGzip.size() &&
-        std::equal(item.begin(), item.end(), kGzip.begin(),
-                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; }))
+    if (item.size() == kGzip.size() && std::equal(item.begin(), item.end(), kGzip.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == b;
+        }))
       return true;
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);

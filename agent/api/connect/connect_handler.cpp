@@ -92,8 +92,8 @@ HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   if (!codec) return unsupported_media_type();
 
   if (req.body_too_large || req.body.size() > max_body_bytes_)
-    return connect_error_response(Error{Code::resource_exhausted, "request body larger than " +
-                                                                      std::to_string(max_body_bytes_) + " bytes"});
+    return connect_error_response(
+        Error{Code::resource_exhausted, "request body larger than " + std::to_string(max_body_bytes_) + " bytes"});
   if (auto st = check_protocol_headers(req); !st.ok()) return connect_error_response(st.error());
 
   std::string_view path = req.path;

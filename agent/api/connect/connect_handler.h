@@ -32,8 +32,7 @@ class ConnectHandler final : public HttpHandler {
 
  private:
   HttpResponse dispatch(const HttpRequest& request) const;
-  HttpResponse call(const Method& method, const HttpRequest& request, Codec codec,
-                    const CallContext& ctx) const;
+  HttpResponse call(const Method& method, const HttpRequest& request, Codec codec, const CallContext& ctx) const;
 
   const MethodRegistry& registry_;
   size_t max_body_bytes_;

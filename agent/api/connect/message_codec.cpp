@@ -34,8 +34,8 @@ Status decode_message(Codec codec, const std::string& body, google::protobuf::Me
   options.ignore_unknown_fields = false;
   // An empty JSON body is not "{}": Connect clients always send an object.
   auto st = pbu::JsonStringToMessage(body, &out, options);
-  if (!st.ok()) return Error{Code::invalid_argument, "invalid JSON for " + out.GetTypeName() + ": " +
-                                                        std::string(st.message())};
+  if (!st.ok())
+    return Error{Code::invalid_argument, "invalid JSON for " + out.GetTypeName() + ": " + std::string(st.message())};
   return {};
 }
 

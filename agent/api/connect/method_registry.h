@@ -40,8 +40,7 @@ class MethodRegistry {
   void add(const std::string& path, std::function<Result<Resp>(const Req&, const CallContext&)> fn) {
     Method m;
     m.request_prototype = &Req::default_instance();
-    m.call = [fn = std::move(fn)](const google::protobuf::Message& req,
-                                  const CallContext& ctx) -> Result<MessagePtr> {
+    m.call = [fn = std::move(fn)](const google::protobuf::Message& req, const CallContext& ctx) -> Result<MessagePtr> {
       KIB_TRY_ASSIGN(auto r, fn(static_cast<const Req&>(req), ctx));
       return MessagePtr(new Resp(std::move(r)));
     };

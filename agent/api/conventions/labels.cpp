@@ -53,11 +53,21 @@ bool is_utf8(std::string_view s) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     size_t n;
     uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + n >= s.size()) return false;  // truncated sequence
     for (size_t k = 1; k <= n; ++k) {
       unsigned char cc = static_cast<unsigned char>(s[i + k]);
@@ -77,7 +87,8 @@ Status validate_labels(const StringMap& labels, std::string_view field) {
     return invalid(field, "at most " + std::to_string(kMaxLabels) + " labels, got " + std::to_string(labels.size()));
   for (const auto& [k, v] : labels) {
     if (!is_label_key(k)) return invalid(field, "key " + quoted(k) + " is not a valid label key");
-    if (!is_label_value(v)) return invalid(field, "value " + quoted(v) + " of key " + quoted(k) + " is not a valid label value");
+    if (!is_label_value(v))
+      return invalid(field, "value " + quoted(v) + " of key " + quoted(k) + " is not a valid label value");
   }
   return {};
 }

@@ -68,8 +68,8 @@ std::string mac(std::string_view secret, std::string_view kind, std::string_view
   msg += selector_digest(selector);
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), out, &len);
   return std::string(reinterpret_cast<char*>(out), len);
 }
 

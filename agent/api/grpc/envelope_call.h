@@ -30,8 +30,7 @@ struct EnvelopeCallSetup {
 
 class EnvelopeCall final : public StreamingCall {
  public:
-  explicit EnvelopeCall(EnvelopeCallSetup setup)
-      : setup_(std::move(setup)), reader_(setup_.max_message_bytes) {}
+  explicit EnvelopeCall(EnvelopeCallSetup setup) : setup_(std::move(setup)), reader_(setup_.max_message_bytes) {}
 
   void on_body(std::string_view data, bool end, StreamOutput& out) override;
 

@@ -47,7 +47,8 @@ EnvelopeCallSetup RpcRouter::setup(const HttpRequest& req, RpcContentType type) 
   const bool connect = type.protocol == RpcProtocol::connect_stream;
   const std::string* encoding = req.header(connect ? "connect-content-encoding" : "grpc-encoding");
   s.request_gzip = encoding != nullptr && *encoding == kGzip;
-  s.response_gzip = s.request_gzip || lists_gzip(req.header(connect ? "connect-accept-encoding" : "grpc-accept-encoding"));
+  s.response_gzip =
+      s.request_gzip || lists_gzip(req.header(connect ? "connect-accept-encoding" : "grpc-accept-encoding"));
   std::string_view path = req.path;
   if (path.starts_with('/')) path.remove_prefix(1);
   if (req.method != "POST") {
@@ -83,7 +84,8 @@ HttpResponse RpcRouter::handle(const HttpRequest& req) const {
   if (type->protocol == RpcProtocol::grpc && !s.refusal)
     s.refusal = Error{Code::unimplemented, "gRPC needs HTTP/2 (gRPC-Web and Connect work over HTTP/1.1)"};
   if (req.body_too_large && !s.refusal)
-    s.refusal = Error{Code::resource_exhausted, "request body larger than " + std::to_string(max_body_bytes()) + " bytes"};
+    s.refusal =
+        Error{Code::resource_exhausted, "request body larger than " + std::to_string(max_body_bytes()) + " bytes"};
   EnvelopeCall call(std::move(s));
   return run_whole(call, req.body);
 }

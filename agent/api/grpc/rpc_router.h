@@ -12,8 +12,7 @@ namespace kib::api {
 class RpcRouter final : public HttpHandler {
  public:
   // Both must outlive the router.
-  RpcRouter(const MethodRegistry& registry, const ConnectHandler& connect)
-      : registry_(registry), connect_(connect) {}
+  RpcRouter(const MethodRegistry& registry, const ConnectHandler& connect) : registry_(registry), connect_(connect) {}
 
   HttpResponse handle(const HttpRequest& request) const override;
   size_t max_body_bytes() const override { return connect_.max_body_bytes(); }

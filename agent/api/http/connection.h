@@ -3,8 +3,8 @@
 // preface ("PRI * HTTP/2.0", prior knowledge or after ALPN "h2"), HTTP/1.1 otherwise.
 #include <string>
 
-#include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
+#include "agent/api/http/http_message.h"
 
 namespace kib::api {
 

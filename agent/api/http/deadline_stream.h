@@ -19,7 +19,10 @@ class DeadlineStream final : public ByteStream {
   // request, -1 while a request is received.
   DeadlineStream(ByteStream& inner, int fd, std::chrono::milliseconds idle_timeout,
                  std::chrono::milliseconds request_timeout, std::atomic<int64_t>& idle_since)
-      : inner_(inner), fd_(fd), idle_timeout_(idle_timeout), request_timeout_(request_timeout),
+      : inner_(inner),
+        fd_(fd),
+        idle_timeout_(idle_timeout),
+        request_timeout_(request_timeout),
         idle_since_(idle_since) {}
 
   // < 0 with errno ETIMEDOUT once the pending request's deadline passed.

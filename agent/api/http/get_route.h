@@ -19,9 +19,7 @@ class GetRoute final : public HttpHandler {
 
   HttpResponse handle(const HttpRequest& request) const override;
   size_t max_body_bytes() const override { return next_.max_body_bytes(); }
-  bool answerable(const HttpRequest& so_far) const override {
-    return so_far.path == path_ || next_.answerable(so_far);
-  }
+  bool answerable(const HttpRequest& so_far) const override { return so_far.path == path_ || next_.answerable(so_far); }
   std::unique_ptr<StreamingCall> open(const HttpRequest& head) const override {
     return head.path == path_ ? nullptr : next_.open(head);
   }

@@ -54,8 +54,10 @@ bool Http1Session::feed(const char* data, size_t len) {
     if (!written || closing_) return false;
     enum http_errno err = HTTP_PARSER_ERRNO(&parser_);
     if (err != HPE_OK) {
-      if (too_many_headers_ || err == HPE_HEADER_OVERFLOW) fail(431, "request headers too large");
-      else fail(400, http_errno_description(err));
+      if (too_many_headers_ || err == HPE_HEADER_OVERFLOW)
+        fail(431, "request headers too large");
+      else
+        fail(400, http_errno_description(err));
       return false;
     }
     if (parser_.upgrade) {
@@ -125,8 +127,10 @@ void Http1Session::drain_after_early_response() {
 
 void Http1Session::commit_header() {
   if (!field_.empty()) {
-    if (current_.headers.size() >= kMaxHeaders) too_many_headers_ = true;
-    else current_.headers.emplace_back(lower(field_), value_);
+    if (current_.headers.size() >= kMaxHeaders)
+      too_many_headers_ = true;
+    else
+      current_.headers.emplace_back(lower(field_), value_);
   }
   field_.clear();
   value_.clear();

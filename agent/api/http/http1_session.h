@@ -3,14 +3,14 @@
 // http-parser; each complete request goes to the Connect handler in order.
 #include <http_parser.h>
 
-#include <deque>
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
+#include "agent/api/http/http_message.h"
 
 namespace kib::api {
 

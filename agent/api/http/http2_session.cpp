@@ -161,8 +161,7 @@ ssize_t Http2Session::read_call_output(nghttp2_session* session, int32_t stream_
     if (!s->out_trailers.empty()) {
       std::vector<nghttp2_nv> nva;
       for (const auto& [k, v] : s->out_trailers) nva.push_back(make_nv(k, v));
-      if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) != 0)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
+      if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
       *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
     }
   }

@@ -4,17 +4,17 @@
 // streaming calls (gRPC, gRPC-Web, Connect streaming) as their messages arrive.
 #include <nghttp2/nghttp2.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "agent/api/http/http_message.h"
 #include "agent/api/http/byte_stream.h"
+#include "agent/api/http/http_message.h"
 #include "agent/common/c_ptr.h"
 
 namespace kib::api {
@@ -62,8 +62,7 @@ class Http2Session {
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* ud);
   static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
                        const uint8_t* value, size_t valuelen, uint8_t, void* ud);
-  static int on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
-                           void* ud);
+  static int on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len, void* ud);
   static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* ud);
   static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* ud);
   static int on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* ud);

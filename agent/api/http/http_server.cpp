@@ -47,8 +47,7 @@ std::string unix_peer(int fd) {
 
 }  // namespace
 
-HttpServer::HttpServer(ApiConfig config, const HttpHandler& handler)
-    : config_(std::move(config)), handler_(handler) {}
+HttpServer::HttpServer(ApiConfig config, const HttpHandler& handler) : config_(std::move(config)), handler_(handler) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -82,8 +81,7 @@ Status HttpServer::start_accepting() {
     tls_listener_ = std::move(fd);
   }
   acceptors_.emplace_back([this, fd = unix_->fd()] { accept_loop(fd, Kind::unix_socket); });
-  if (tls_listener_)
-    acceptors_.emplace_back([this, fd = tls_listener_.get()] { accept_loop(fd, Kind::tls); });
+  if (tls_listener_) acceptors_.emplace_back([this, fd = tls_listener_.get()] { accept_loop(fd, Kind::tls); });
   return {};
 }
 
@@ -163,8 +161,10 @@ void HttpServer::reap_finished() {
   {
     std::lock_guard lock(mu_);
     for (auto it = workers_.begin(); it != workers_.end();) {
-      if ((*it)->done.load()) finished.splice(finished.end(), workers_, it++);
-      else ++it;
+      if ((*it)->done.load())
+        finished.splice(finished.end(), workers_, it++);
+      else
+        ++it;
     }
   }
   for (auto& w : finished) w->thread.join();

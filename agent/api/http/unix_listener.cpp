@@ -61,7 +61,8 @@ Result<gid_t> lookup_group(const std::string& name) {
   group grp{};
   group* found = nullptr;
   int rc = ::getgrnam_r(name.c_str(), &grp, buf.data(), buf.size(), &found);
-  if (rc != 0 || found == nullptr) return Error{Code::invalid_argument, "api.unix_socket_group: no group named " + name};
+  if (rc != 0 || found == nullptr)
+    return Error{Code::invalid_argument, "api.unix_socket_group: no group named " + name};
   return found->gr_gid;
 }
 

@@ -18,7 +18,8 @@ class ServerReflection {
   explicit ServerReflection(std::vector<std::string> services) : services_(std::move(services)) {}
 
   // One answer per request; what is not found is an error_response, not an error.
-  grpc::reflection::v1::ServerReflectionResponse answer(const grpc::reflection::v1::ServerReflectionRequest& request) const;
+  grpc::reflection::v1::ServerReflectionResponse answer(
+      const grpc::reflection::v1::ServerReflectionRequest& request) const;
 
   // Registers ServerReflectionInfo under both versions and adds their names to the list.
   // This object must outlive the registry's use.

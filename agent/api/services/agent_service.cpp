@@ -11,12 +11,27 @@ namespace ctrl = ::kibotos::ctrl::v1;
 
 // What this build can do, for operators and tools checking compatibility.
 const char* const kFeatures[] = {
-    "connect.http1", "connect.http2", "connect.json", "connect.proto",
+    "connect.http1",
+    "connect.http2",
+    "connect.json",
+    "connect.proto",
     // The other protocols served on the same paths, as connect-go serves them.
-    "connect.stream", "grpc.http2", "grpc.json", "grpc.proto", "grpc_web.http1", "grpc_web.http2",
-    "grpc.reflection.v1", "grpc.reflection.v1alpha", "grpc.health.v1", "compression.gzip",
-    "egress.socks5", "egress.socks5.auth", "egress.tls", "egress.udp",
-    "workspace.tproxy", "workspace.dns",
+    "connect.stream",
+    "grpc.http2",
+    "grpc.json",
+    "grpc.proto",
+    "grpc_web.http1",
+    "grpc_web.http2",
+    "grpc.reflection.v1",
+    "grpc.reflection.v1alpha",
+    "grpc.health.v1",
+    "compression.gzip",
+    "egress.socks5",
+    "egress.socks5.auth",
+    "egress.tls",
+    "egress.udp",
+    "workspace.tproxy",
+    "workspace.dns",
 };
 
 // Taken when the program is loaded: the process's start, to the operator.
@@ -64,8 +79,8 @@ Result<std::string> AgentService::metrics_text() {
 }
 
 void AgentService::register_methods(MethodRegistry& reg) {
-  reg.add<ctrl::GetAgentRequest, ctrl::GetAgentResponse>(
-      "kibotos.ctrl.v1.AgentService/GetAgent", [this](const auto& r, const CallContext&) { return get(r); });
+  reg.add<ctrl::GetAgentRequest, ctrl::GetAgentResponse>("kibotos.ctrl.v1.AgentService/GetAgent",
+                                                         [this](const auto& r, const CallContext&) { return get(r); });
 }
 
 }  // namespace kib::api

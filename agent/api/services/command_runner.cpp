@@ -59,10 +59,12 @@ Result<std::string> CommandRunner::replay(std::string_view method, const std::st
   return std::move(rec->response);
 }
 
-Result<std::string> CommandRunner::run_serialized(
-    std::string_view method, const google::protobuf::Message& request, const std::string& command_id,
-    const std::function<Status()>& precheck, const std::function<Result<std::string>(store::Transaction&)>& apply,
-    const std::function<void()>& committed, const std::function<std::string()>& apply_key) {
+Result<std::string> CommandRunner::run_serialized(std::string_view method, const google::protobuf::Message& request,
+                                                  const std::string& command_id,
+                                                  const std::function<Status()>& precheck,
+                                                  const std::function<Result<std::string>(store::Transaction&)>& apply,
+                                                  const std::function<void()>& committed,
+                                                  const std::function<std::string()>& apply_key) {
   KIB_TRY(validate_command_id(command_id));
   InFlight guard(mu_, in_flight_, command_id);
   if (!guard.inserted())

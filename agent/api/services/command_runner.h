@@ -39,8 +39,7 @@ class CommandRunner {
   Result<Resp> run(std::string_view method, const google::protobuf::Message& request, const std::string& command_id,
                    const std::function<Status()>& precheck,
                    const std::function<Result<Resp>(store::Transaction&)>& apply,
-                   const std::function<void()>& committed = {},
-                   const std::function<std::string()>& apply_key = {}) {
+                   const std::function<void()>& committed = {}, const std::function<std::string()>& apply_key = {}) {
     auto bytes = run_serialized(
         method, request, command_id, precheck,
         [&](store::Transaction& txn) -> Result<std::string> {

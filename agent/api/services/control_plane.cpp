@@ -19,7 +19,12 @@ class ControlPlaneImpl final : public ControlPlane {
                    ResolveFn resolve, policy::EndpointAddressPolicy address_policy,
                    std::chrono::milliseconds apply_retry_interval)
       : store_(std::move(store)),
-        env_{*store_, runtime, config, clock, std::move(resolve), std::move(address_policy),
+        env_{*store_,
+             runtime,
+             config,
+             clock,
+             std::move(resolve),
+             std::move(address_policy),
              CommandRunner(*store_, clock, config.commands_retention)},
         egresses_(env_),
         workspaces_(env_),
@@ -83,8 +88,7 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
                                                          ControlPlaneOptions options) {
   auto address_policy = policy::EndpointAddressPolicy::from_strings(config.egress.allowed_special_purpose_cidrs);
   if (!address_policy.ok())
-    return Error{Code::invalid_argument,
-                 "egress.allowed_special_purpose_cidrs: " + address_policy.error().message};
+    return Error{Code::invalid_argument, "egress.allowed_special_purpose_cidrs: " + address_policy.error().message};
   KIB_TRY_ASSIGN(auto store, store::Store::open(config.state_dir));
   if (!options.clock) options.clock = [] { return std::chrono::system_clock::now(); };
   if (!options.resolve) {
@@ -93,10 +97,9 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
     ro.timeout = config.egress.resolve_timeout;
     options.resolve = [ro](const std::string& host) { return policy::resolve_host(host, ro); };
   }
-  return std::unique_ptr<ControlPlane>(new ControlPlaneImpl(std::move(store), runtime, config,
-                                                            options.clock, std::move(options.resolve),
-                                                            std::move(address_policy).value(),
-                                                            options.apply_retry_interval));
+  return std::unique_ptr<ControlPlane>(
+      new ControlPlaneImpl(std::move(store), runtime, config, options.clock, std::move(options.resolve),
+                           std::move(address_policy).value(), options.apply_retry_interval));
 }
 
 Result<std::unique_ptr<ControlPlane>> ControlPlane::open(const Config& config, Runtime& runtime) {

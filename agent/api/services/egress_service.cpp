@@ -132,8 +132,8 @@ Result<ctrl::DeleteEgressResponse> EgressService::remove(const ctrl::DeleteEgres
     KIB_TRY(must_load<Egress>(txn, req.egress_id()));
     KIB_TRY_ASSIGN(auto used, txn.egress_referenced(req.egress_id(), /*udp_only=*/false));
     if (used)
-      return Error{Code::failed_precondition, "egress " + quoted(req.egress_id()) +
-                                                  " is referenced by the policy of a Workspace"};
+      return Error{Code::failed_precondition,
+                   "egress " + quoted(req.egress_id()) + " is referenced by the policy of a Workspace"};
     KIB_TRY(txn.mark_deleted(store::Kind::egress, req.egress_id()));
     return Resp();
   };

@@ -8,7 +8,7 @@
 
 namespace kib::api {
 
-inline constexpr size_t kMaxCredentialBytes = 255;        // RFC 1929
+inline constexpr size_t kMaxCredentialBytes = 255;  // RFC 1929
 inline constexpr size_t kMaxCaCertBytes = 64 * 1024;
 
 // invalid_argument naming the field. The endpoint goes through

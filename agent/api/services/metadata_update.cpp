@@ -12,8 +12,7 @@ Result<bool> replace_map(const char* name, uint64_t revision, uint64_t expected,
                          StringMap& map) {
   if (revision != expected)
     return Error{Code::aborted, std::string("expected_") + name + "_revision " + std::to_string(expected) +
-                                    " does not match the current " + name + "_revision " +
-                                    std::to_string(revision)};
+                                    " does not match the current " + name + "_revision " + std::to_string(revision)};
   if (same_map(map, wanted)) return false;
   map = wanted;
   return true;

@@ -36,9 +36,9 @@ Result<bool> replace_metadata(R& r, const Req& req) {
     if (changed) r.set_labels_revision(r.labels_revision() + 1);
     return changed;
   } else {
-    KIB_TRY_ASSIGN(bool changed, replace_map("annotations", r.annotations_revision(),
-                                             req.expected_annotations_revision(), req.annotations(),
-                                             *r.mutable_annotations()));
+    KIB_TRY_ASSIGN(bool changed,
+                   replace_map("annotations", r.annotations_revision(), req.expected_annotations_revision(),
+                               req.annotations(), *r.mutable_annotations()));
     if (changed) r.set_annotations_revision(r.annotations_revision() + 1);
     return changed;
   }
@@ -74,8 +74,7 @@ template <typename Req>
 Result<uint32_t> drain_seconds_of(const Req& req) {
   if (!req.has_drain_seconds()) return kDefaultDrainSeconds;
   if (req.drain_seconds() > kMaxDrainSeconds)
-    return Error{Code::invalid_argument, "drain_seconds " + std::to_string(req.drain_seconds()) +
-                                             " is above 3600"};
+    return Error{Code::invalid_argument, "drain_seconds " + std::to_string(req.drain_seconds()) + " is above 3600"};
   return req.drain_seconds();
 }
 

@@ -12,10 +12,14 @@ std::string escaped(const std::string& v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -67,8 +71,7 @@ void dns_family(Writer& out, const std::vector<WorkspaceMetrics>& ws, const char
 // Only Workspaces whose policy has resolvers have these series.
 void dns_families(Writer& out, const std::vector<WorkspaceMetrics>& ws) {
   dns_family(out, ws, "kibotos_dns_queries_total", "counter",
-             "Guest DNS queries the agent accepted, since this process attached the Workspace.",
-             &DnsMetrics::queries);
+             "Guest DNS queries the agent accepted, since this process attached the Workspace.", &DnsMetrics::queries);
   dns_family(out, ws, "kibotos_dns_answers_total", "counter", "Resolvers' answers delivered to the guest.",
              &DnsMetrics::answers);
   dns_family(out, ws, "kibotos_dns_timeouts_total", "counter",
@@ -93,7 +96,8 @@ void dns_families(Writer& out, const std::vector<WorkspaceMetrics>& ws) {
 std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetrics> ws) {
   std::sort(ws.begin(), ws.end(), [](const auto& a, const auto& b) { return a.workspace_id < b.workspace_id; });
   for (auto& w : ws)
-    std::sort(w.egresses.begin(), w.egresses.end(), [](const auto& a, const auto& b) { return a.egress_id < b.egress_id; });
+    std::sort(w.egresses.begin(), w.egresses.end(),
+              [](const auto& a, const auto& b) { return a.egress_id < b.egress_id; });
   Writer out;
   out.family("kibotos_uptime_seconds", "gauge", "Seconds since this agent process started.");
   out.sample("kibotos_uptime_seconds", totals.uptime_seconds);
@@ -122,10 +126,8 @@ std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetr
              "Guest connections reset before any dial, by reason: over_limit (a connection cap), uncovered "
              "(no route of the policy covers it).");
   for (const auto& w : ws) {
-    out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"over_limit\"",
-               w.refused_over_limit);
-    out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"uncovered\"",
-               w.refused_uncovered);
+    out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"over_limit\"", w.refused_over_limit);
+    out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"uncovered\"", w.refused_uncovered);
   }
   dns_families(out, ws);
   return out.take();

@@ -26,8 +26,9 @@ Result<store::NetnsKey> network_namespace_identity(const std::string& path) {
   // The agent's own shortage, not the request's: unavailable is not remembered under
   // the command ID, so the same call retried later goes through.
   if (!fd && out_of_resources(errno))
-    return Error{Code::unavailable, "netns " + quoted(path) + " cannot be opened now (the agent is short of fds or memory): " +
-                                        std::strerror(errno)};
+    return Error{Code::unavailable,
+                 "netns " + quoted(path) +
+                     " cannot be opened now (the agent is short of fds or memory): " + std::strerror(errno)};
   if (!fd) return fail(errno == ENOENT ? "does not exist" : std::string("cannot be opened: ") + std::strerror(errno));
   struct statfs fs {};
   if (::fstatfs(fd.get(), &fs) != 0 || fs.f_type != static_cast<decltype(fs.f_type)>(NSFS_MAGIC))

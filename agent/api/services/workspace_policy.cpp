@@ -54,10 +54,8 @@ Status validate_policy_shape(const ctrl::NetworkPolicy& p) {
       if (p.egresses_size() || p.resolvers_size())
         return invalid("mode", "ISOLATED takes no egresses and no resolvers");
       return {};
-    case ctrl::NETWORK_MODE_PUBLIC_INTERNET:
-      break;
-    default:
-      return invalid("mode", "must be ISOLATED or PUBLIC_INTERNET");
+    case ctrl::NETWORK_MODE_PUBLIC_INTERNET: break;
+    default: return invalid("mode", "must be ISOLATED or PUBLIC_INTERNET");
   }
   KIB_TRY(check_limits(p));
   KIB_TRY(policy::RouteMatcher::compile(p));

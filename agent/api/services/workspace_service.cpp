@@ -177,8 +177,8 @@ Result<ctrl::CreateWorkspaceResponse> WorkspaceService::create(const ctrl::Creat
     *resp.mutable_workspace() = w;
     return resp;
   };
-  return with_status(env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(),
-                                             precheck, apply, [&] { apply_to_runtime(created, 0); }));
+  return with_status(env_.commands.run<Resp>(kService + std::string("CreateWorkspace"), req, req.command_id(), precheck,
+                                             apply, [&] { apply_to_runtime(created, 0); }));
 }
 
 Result<ctrl::GetWorkspaceResponse> WorkspaceService::get(const ctrl::GetWorkspaceRequest& req) {
@@ -243,7 +243,7 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
   return with_status(env_.commands.run<Resp>(
       kService + std::string("UpdateNetworkPolicy"), req, req.command_id(), precheck, apply,
       [&] {
-        if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
+    if (!changed.workspace_id().empty()) apply_to_runtime(changed, drain);
       },
       // Its namespace is this Workspace's alone while it exists (creates and deletes,
       // which can hand a namespace from one to another, stay barriers).
@@ -269,13 +269,13 @@ Result<ctrl::DeleteWorkspaceResponse> WorkspaceService::remove(const ctrl::Delet
   };
   return env_.commands.run<Resp>(kService + std::string("DeleteWorkspace"), req, req.command_id(), precheck, apply,
                                  [&] {
-                                   env_.runtime.workspace_deleted(req.workspace_id());
-                                   {
-                                     std::lock_guard<std::mutex> g(errors_mu_);
-                                     apply_errors_.erase(req.workspace_id());
-                                   }
-                                   if (pending) finish_detach(*pending);
-                                 });
+    env_.runtime.workspace_deleted(req.workspace_id());
+    {
+      std::lock_guard<std::mutex> g(errors_mu_);
+      apply_errors_.erase(req.workspace_id());
+    }
+    if (pending) finish_detach(*pending);
+  });
 }
 
 Result<ctrl::UpdateWorkspaceLabelsResponse> WorkspaceService::update_labels(
@@ -302,8 +302,8 @@ void WorkspaceService::finish_detach(const store::PendingDetach& p) {
   // Logged when it changes, not on every retry.
   auto& last = detach_errors_[p.workspace_id];
   if (last != st.error().message)
-    spdlog::warn("workspace {} (deleted): removing the agent's rules from {}: {} (retrying)", p.workspace_id,
-                 p.netns, st.error().message);
+    spdlog::warn("workspace {} (deleted): removing the agent's rules from {}: {} (retrying)", p.workspace_id, p.netns,
+                 st.error().message);
   last = st.error().message;
 }
 

@@ -90,15 +90,24 @@ int main(int argc, char** argv) {
   Config cfg;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--allow") cfg.egress.allowed_special_purpose_cidrs.push_back(v);
-    else if (k == "--threads") cfg.dataplane.threads = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--workspace-loops") cfg.dataplane.workspace_loops = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--resolver") cfg.egress.resolvers.push_back(v);
-    else if (k == "--idle") cfg.dataplane.idle_timeout = std::chrono::seconds(std::stoul(v));
-    else if (k == "--handshake-timeout") cfg.dataplane.handshake_timeout = std::chrono::seconds(std::stoul(v));
-    else if (k == "--max-connections") cfg.dataplane.max_connections = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--direct-descriptors") cfg.dataplane.direct_descriptors = v == "true";
-    else if (k == "--splice-coalesce-us") cfg.dataplane.splice_coalesce_us = static_cast<uint32_t>(std::stoul(v));
+    if (k == "--allow")
+      cfg.egress.allowed_special_purpose_cidrs.push_back(v);
+    else if (k == "--threads")
+      cfg.dataplane.threads = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--workspace-loops")
+      cfg.dataplane.workspace_loops = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--resolver")
+      cfg.egress.resolvers.push_back(v);
+    else if (k == "--idle")
+      cfg.dataplane.idle_timeout = std::chrono::seconds(std::stoul(v));
+    else if (k == "--handshake-timeout")
+      cfg.dataplane.handshake_timeout = std::chrono::seconds(std::stoul(v));
+    else if (k == "--max-connections")
+      cfg.dataplane.max_connections = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--direct-descriptors")
+      cfg.dataplane.direct_descriptors = v == "true";
+    else if (k == "--splice-coalesce-us")
+      cfg.dataplane.splice_coalesce_us = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--max-per-workspace")
       cfg.dataplane.max_connections_per_workspace = static_cast<uint32_t>(std::stoul(v));
     else {
@@ -121,9 +130,8 @@ int main(int argc, char** argv) {
       {"status", [&](auto& in) { return status_cmd(runtime, in); }},
       {"counts",
        [&](auto&) {
-         auto c = runtime.counts();
-         return "active " + std::to_string(c.active_connections) + " draining " +
-                std::to_string(c.draining_connections);
+    auto c = runtime.counts();
+    return "active " + std::to_string(c.active_connections) + " draining " + std::to_string(c.draining_connections);
        }},
   });
   rt->reset();

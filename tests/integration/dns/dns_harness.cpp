@@ -58,8 +58,10 @@ std::string workspace_cmd(dns::DnsService& svc, dataplane::NetnsAttacher& attach
       r->set_egress_id(addr.substr(at + 1));
       addr = addr.substr(0, at);
     }
-    if (spec.substr(0, colon) == "tcp") r->mutable_tcp()->set_address(addr);
-    else r->mutable_udp()->set_address(addr);
+    if (spec.substr(0, colon) == "tcp")
+      r->mutable_tcp()->set_address(addr);
+    else
+      r->mutable_udp()->set_address(addr);
   }
   dns::DnsListeners listeners;
   if (attached.count(id) == 0) {
@@ -93,11 +95,16 @@ int main(int argc, char** argv) {
   dns::DnsServiceOptions opts;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--allow") allowed.push_back(v);
-    else if (k == "--attempt-timeout-ms") opts.workspace.attempt_timeout = std::chrono::milliseconds(std::stoul(v));
-    else if (k == "--max-in-flight") opts.workspace.max_in_flight = std::stoul(v);
-    else if (k == "--channel-idle-ms") opts.workspace.channel_idle_ms = std::stoul(v);
-    else if (k == "--guest-tcp-idle-ms") opts.workspace.guest_tcp_idle_ms = std::stoul(v);
+    if (k == "--allow")
+      allowed.push_back(v);
+    else if (k == "--attempt-timeout-ms")
+      opts.workspace.attempt_timeout = std::chrono::milliseconds(std::stoul(v));
+    else if (k == "--max-in-flight")
+      opts.workspace.max_in_flight = std::stoul(v);
+    else if (k == "--channel-idle-ms")
+      opts.workspace.channel_idle_ms = std::stoul(v);
+    else if (k == "--guest-tcp-idle-ms")
+      opts.workspace.guest_tcp_idle_ms = std::stoul(v);
     else {
       std::cerr << "unknown flag " << k << "\n";
       return 2;
@@ -126,10 +133,10 @@ int main(int argc, char** argv) {
        })},
       {"status",
        [&](auto& in) {
-         std::string id;
-         in >> id;
-         auto s = (*svc)->status(id);
-         return s ? dns::describe_dns_status(*s) : std::string("error: no such workspace");
+    std::string id;
+    in >> id;
+    auto s = (*svc)->status(id);
+    return s ? dns::describe_dns_status(*s) : std::string("error: no such workspace");
        }},
       {"counters", [&](auto& in) { return counters_cmd(**svc, in); }},
   });

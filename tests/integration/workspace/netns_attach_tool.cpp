@@ -33,10 +33,10 @@
 //
 // removes a table, rules and routes left behind (Attachment::remove_stale) and exits.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -98,7 +98,8 @@ int serve_tcp(int listen_fd, const char* label) {
   getsockname(c, reinterpret_cast<sockaddr*>(&orig), &olen);
   say(std::string("ACCEPT ") + label + " " + addr_port(orig) + " " + addr_port(peer));
   std::string reply = "ORIGDST " + addr_port(orig) + "\n";
-  if (write(c, reply.data(), reply.size()) < 0) { /* the peer may be gone */ }
+  if (write(c, reply.data(), reply.size()) < 0) { /* the peer may be gone */
+  }
   return c;
 }
 

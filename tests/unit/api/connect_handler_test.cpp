@@ -236,7 +236,8 @@ TEST_CASE("a gzip request body is decompressed; another encoding is unimplemente
   CHECK(r.status == 200);
   CHECK(r.body.find("e1") != std::string::npos);
   CHECK(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "identity"}}).status == 200);
-  CHECK(error_body(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "br"}})).first == "unimplemented");
+  CHECK(error_body(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "br"}})).first ==
+        "unimplemented");
   CHECK(error_body(f.post(kGetEgress, "application/json", "{}", {{"content-encoding", "gzip"}})).first ==
         "invalid_argument");
 }

@@ -44,7 +44,8 @@ std::string header(const HttpResponse& r, const std::string& name) {
 
 TEST_CASE("GetRoute: GET of its path answers the text with its content type") {
   Next next;
-  GetRoute route("/metrics", "text/plain; version=0.0.4", [] { return Result<std::string>("a 1\n"); }, next);
+  GetRoute route(
+      "/metrics", "text/plain; version=0.0.4", [] { return Result<std::string>("a 1\n"); }, next);
   auto r = route.handle(request("GET", "/metrics"));
   CHECK(r.status == 200);
   CHECK(r.body == "a 1\n");
@@ -55,10 +56,13 @@ TEST_CASE("GetRoute: GET of its path answers the text with its content type") {
 TEST_CASE("GetRoute: other paths and methods reach the next handler; its path with POST is 405") {
   Next next;
   int calls = 0;
-  GetRoute route("/metrics", "text/plain", [&] {
+  GetRoute route(
+      "/metrics", "text/plain",
+      [&] {
     ++calls;
     return Result<std::string>("x");
-  }, next);
+      },
+      next);
   auto other = route.handle(request("POST", "/kibotos.ctrl.v1.AgentService/GetAgent"));
   CHECK(other.status == 299);
   CHECK(other.body == "POST /kibotos.ctrl.v1.AgentService/GetAgent");
@@ -71,12 +75,17 @@ TEST_CASE("GetRoute: other paths and methods reach the next handler; its path wi
 
 TEST_CASE("GetRoute: a failing body is the API's error, with its code's HTTP status") {
   Next next;
-  GetRoute failing("/metrics", "text/plain", [] { return Result<std::string>(Error{Code::unavailable, "store busy"}); },
-                   next);
+  GetRoute failing(
+      "/metrics", "text/plain",
+      [] {
+    return Result<std::string>(Error{Code::unavailable, "store busy"});
+      },
+      next);
   auto r = failing.handle(request("GET", "/metrics"));
   CHECK(r.status == 503);
   CHECK(r.body.find("store busy") != std::string::npos);
-  GetRoute throwing("/metrics", "text/plain", []() -> Result<std::string> { throw std::runtime_error("boom"); }, next);
+  GetRoute throwing(
+      "/metrics", "text/plain", []() -> Result<std::string> { throw std::runtime_error("boom"); }, next);
   auto t = throwing.handle(request("GET", "/metrics"));
   CHECK(t.status == 500);
   CHECK(t.body.find("boom") != std::string::npos);

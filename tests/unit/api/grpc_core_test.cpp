@@ -119,16 +119,29 @@ TEST_CASE("an envelope announcing more than the limit is resource_exhausted from
 }
 
 TEST_CASE("the gRPC status number is the Connect code's (the spec's table)") {
-  struct Row { Code code; const char* name; int number; };
+  struct Row {
+    Code code;
+    const char* name;
+    int number;
+  };
   const Row rows[] = {
-      {Code::ok, "ok", 0}, {Code::canceled, "canceled", 1}, {Code::unknown, "unknown", 2},
-      {Code::invalid_argument, "invalid_argument", 3}, {Code::deadline_exceeded, "deadline_exceeded", 4},
-      {Code::not_found, "not_found", 5}, {Code::already_exists, "already_exists", 6},
-      {Code::permission_denied, "permission_denied", 7}, {Code::resource_exhausted, "resource_exhausted", 8},
-      {Code::failed_precondition, "failed_precondition", 9}, {Code::aborted, "aborted", 10},
-      {Code::out_of_range, "out_of_range", 11}, {Code::unimplemented, "unimplemented", 12},
-      {Code::internal, "internal", 13}, {Code::unavailable, "unavailable", 14},
-      {Code::data_loss, "data_loss", 15}, {Code::unauthenticated, "unauthenticated", 16},
+      {Code::ok, "ok", 0},
+      {Code::canceled, "canceled", 1},
+      {Code::unknown, "unknown", 2},
+      {Code::invalid_argument, "invalid_argument", 3},
+      {Code::deadline_exceeded, "deadline_exceeded", 4},
+      {Code::not_found, "not_found", 5},
+      {Code::already_exists, "already_exists", 6},
+      {Code::permission_denied, "permission_denied", 7},
+      {Code::resource_exhausted, "resource_exhausted", 8},
+      {Code::failed_precondition, "failed_precondition", 9},
+      {Code::aborted, "aborted", 10},
+      {Code::out_of_range, "out_of_range", 11},
+      {Code::unimplemented, "unimplemented", 12},
+      {Code::internal, "internal", 13},
+      {Code::unavailable, "unavailable", 14},
+      {Code::data_loss, "data_loss", 15},
+      {Code::unauthenticated, "unauthenticated", 16},
   };
   for (const auto& row : rows) {
     CHECK(grpc_status_number(row.code) == row.number);
@@ -141,11 +154,11 @@ TEST_CASE("the gRPC status number is the Connect code's (the spec's table)") {
 }
 
 TEST_CASE("an HTTP status without a gRPC status maps as the Connect spec's table says") {
-  const std::pair<int, Code> rows[] = {{400, Code::internal},        {401, Code::unauthenticated},
+  const std::pair<int, Code> rows[] = {{400, Code::internal},          {401, Code::unauthenticated},
                                        {403, Code::permission_denied}, {404, Code::unimplemented},
-                                       {429, Code::unavailable},     {502, Code::unavailable},
-                                       {503, Code::unavailable},     {504, Code::unavailable},
-                                       {500, Code::unknown},         {415, Code::unknown}};
+                                       {429, Code::unavailable},       {502, Code::unavailable},
+                                       {503, Code::unavailable},       {504, Code::unavailable},
+                                       {500, Code::unknown},           {415, Code::unknown}};
   for (auto [http, code] : rows) CHECK(code_for_http_status(http) == code);
 }
 
@@ -158,9 +171,13 @@ TEST_CASE("grpc-message is percent-encoded outside printable ASCII and for '%'")
 
 TEST_CASE("grpc-timeout: up to 8 digits and a unit") {
   using namespace std::chrono;
-  const std::pair<const char*, nanoseconds> good[] = {
-      {"1H", hours(1)}, {"2M", minutes(2)}, {"3S", seconds(3)}, {"4m", milliseconds(4)},
-      {"5u", microseconds(5)}, {"6n", nanoseconds(6)}, {"99999999S", seconds(99999999)}};
+  const std::pair<const char*, nanoseconds> good[] = {{"1H", hours(1)},
+                                                      {"2M", minutes(2)},
+                                                      {"3S", seconds(3)},
+                                                      {"4m", milliseconds(4)},
+                                                      {"5u", microseconds(5)},
+                                                      {"6n", nanoseconds(6)},
+                                                      {"99999999S", seconds(99999999)}};
   for (auto [text, value] : good) {
     auto t = parse_grpc_timeout(text);
     REQUIRE(t.ok());
@@ -191,9 +208,9 @@ TEST_CASE("gzip round-trips; corrupt data is invalid_argument; a bomb is resourc
 }
 
 TEST_CASE("encoding lists name gzip with or without parameters") {
-  const std::pair<const char*, bool> rows[] = {{"gzip", true}, {"identity, gzip", true}, {"GZIP;q=0.1", true},
-                                               {"identity,deflate,gzip", true}, {"br", false}, {"gzipx", false},
-                                               {"", false}};
+  const std::pair<const char*, bool> rows[] = {
+      {"gzip", true}, {"identity, gzip", true}, {"GZIP;q=0.1", true}, {"identity,deflate,gzip", true},
+      {"br", false},  {"gzipx", false},         {"", false}};
   for (const auto& row : rows) {  // no structured binding: CHECK_MESSAGE captures it (clang 14)
     const char* text = row.first;
     const bool want = row.second;
@@ -204,7 +221,11 @@ TEST_CASE("encoding lists name gzip with or without parameters") {
 }
 
 TEST_CASE("content types pick the protocol and codec as connect-go does") {
-  struct Row { const char* type; RpcProtocol protocol; Codec codec; };
+  struct Row {
+    const char* type;
+    RpcProtocol protocol;
+    Codec codec;
+  };
   const Row rows[] = {
       {"application/json", RpcProtocol::connect_unary, Codec::json},
       {"application/proto", RpcProtocol::connect_unary, Codec::proto},

@@ -49,7 +49,9 @@ struct Connection {
     ::shutdown(client.get(), SHUT_RDWR);
     thread.join();
   }
-  void send(const std::string& data) { REQUIRE(::send(client.get(), data.data(), data.size(), MSG_NOSIGNAL) == (ssize_t)data.size()); }
+  void send(const std::string& data) {
+    REQUIRE(::send(client.get(), data.data(), data.size(), MSG_NOSIGNAL) == (ssize_t)data.size());
+  }
   // Reads until `count` occurrences of `marker` arrived or the server closed.
   std::string read_until(const std::string& marker, int count = 1) {
     std::string out;
@@ -100,8 +102,10 @@ TEST_CASE("pipelined HTTP/1.1 requests are answered in order") {
 TEST_CASE("Expect: 100-continue gets 100 Continue before the body") {
   Connection c;
   std::string body = R"({"egressId":"x"})";
-  c.send("POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-         "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  c.send(
+      "POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n");
   CHECK(c.read_until("\r\n\r\n") == "HTTP/1.1 100 Continue\r\n\r\n");
   c.send(body);
   CHECK(c.read_until("\"}}").find("HTTP/1.1 200 OK") == 0);
@@ -109,8 +113,9 @@ TEST_CASE("Expect: 100-continue gets 100 Continue before the body") {
 
 TEST_CASE("a Content-Length over the limit is answered resource_exhausted without reading the body") {
   Connection c(1024);
-  c.send("POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-         "Expect: 100-continue\r\nContent-Length: 5000\r\n\r\n");
+  c.send(
+      "POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: 5000\r\n\r\n");
   std::string r = c.read_all();
   CHECK(r.rfind("HTTP/1.1 429 ", 0) == 0);
   CHECK(r.find("resource_exhausted") != std::string::npos);
@@ -122,9 +127,10 @@ TEST_CASE("a chunked body over the limit is resource_exhausted and the connectio
   std::string chunk(800, ' ');
   char size[16];
   std::snprintf(size, sizeof size, "%zx", chunk.size());
-  c.send("POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-         "Transfer-Encoding: chunked\r\n\r\n" + std::string(size) + "\r\n" + chunk + "\r\n" + size + "\r\n" + chunk +
-         "\r\n0\r\n\r\n");
+  c.send(
+      "POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n" +
+      std::string(size) + "\r\n" + chunk + "\r\n" + size + "\r\n" + chunk + "\r\n0\r\n\r\n");
   CHECK(c.read_until("\"}").find("resource_exhausted") != std::string::npos);
   c.send(post(R"({"egressId":"after"})"));
   CHECK(c.read_until("\"}}").find("after") != std::string::npos);

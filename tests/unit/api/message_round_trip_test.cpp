@@ -27,10 +27,12 @@ void set_scalar(pb::Message& m, const pb::FieldDescriptor* f, int i) {
   const pb::Reflection* r = m.GetReflection();
   const bool rep = f->is_repeated();
   switch (f->cpp_type()) {
-#define KIB_SET(CPPTYPE, Setter, value)          \
-  case pb::FieldDescriptor::CPPTYPE:             \
-    if (rep) r->Add##Setter(&m, f, value);       \
-    else r->Set##Setter(&m, f, value);           \
+#define KIB_SET(CPPTYPE, Setter, value) \
+  case pb::FieldDescriptor::CPPTYPE:    \
+    if (rep)                            \
+      r->Add##Setter(&m, f, value);     \
+    else                                \
+      r->Set##Setter(&m, f, value);     \
     break;
     KIB_SET(CPPTYPE_INT32, Int32, -12345 - i)
     KIB_SET(CPPTYPE_INT64, Int64, -1234567890123LL - i)
@@ -43,20 +45,23 @@ void set_scalar(pb::Message& m, const pb::FieldDescriptor* f, int i) {
     case pb::FieldDescriptor::CPPTYPE_ENUM: {
       const pb::EnumDescriptor* e = f->enum_type();
       const pb::EnumValueDescriptor* v = e->value(e->value_count() - 1 - (i % e->value_count()));
-      if (rep) r->AddEnum(&m, f, v);
-      else r->SetEnum(&m, f, v);
+      if (rep)
+        r->AddEnum(&m, f, v);
+      else
+        r->SetEnum(&m, f, v);
       break;
     }
     case pb::FieldDescriptor::CPPTYPE_STRING: {
       std::string v = f->type() == pb::FieldDescriptor::TYPE_BYTES
                           ? std::string("\x00\x01\xfe\xff", 4) + std::to_string(i)
                           : f->name() + "-" + std::to_string(i) + "-\xc3\xbc\"\\";
-      if (rep) r->AddString(&m, f, v);
-      else r->SetString(&m, f, v);
+      if (rep)
+        r->AddString(&m, f, v);
+      else
+        r->SetString(&m, f, v);
       break;
     }
-    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
-      break;
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE: break;
   }
 }
 

@@ -31,11 +31,11 @@ TEST_CASE("each write carries a fresh command ID") {
 }
 
 TEST_CASE("list --all follows next_page_token and prints every page's items") {
-  FakeAgent agent({{200, R"({"egresses":[{"egressId":"a"}],"nextPageToken":"t1"})"},
-                   {200, R"({"egresses":[{"egressId":"b"}]})"}});
+  FakeAgent agent(
+      {{200, R"({"egresses":[{"egressId":"a"}],"nextPageToken":"t1"})"}, {200, R"({"egresses":[{"egressId":"b"}]})"}});
   std::ostringstream out, err;
-  CHECK(run_ctl({"egress", "list", "--all", "--page-size", "1", "--socket", agent.socket_path()}, out, err,
-                nullptr) == 0);
+  CHECK(run_ctl({"egress", "list", "--all", "--page-size", "1", "--socket", agent.socket_path()}, out, err, nullptr) ==
+        0);
   const auto& reqs = agent.requests();
   REQUIRE(reqs.size() == 2);
   CHECK(reqs[1].body.find("\"pageToken\":\"t1\"") != std::string::npos);

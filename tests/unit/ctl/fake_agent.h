@@ -2,9 +2,9 @@
 // A stand-in agent for kibotosctl's unit tests: a Unix socket that answers each
 // request with the next canned HTTP response and records what it was sent. Each
 // response closes its connection, so one accept serves one request.
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cstdlib>

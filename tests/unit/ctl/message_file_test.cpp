@@ -46,8 +46,9 @@ TEST_CASE("the proto field names (snake_case) are accepted too") {
 
 TEST_CASE("a JSON policy file is read the same way") {
   v1::NetworkPolicy p;
-  REQUIRE(parse_message_text(R"({"mode":"NETWORK_MODE_ISOLATED","egresses":[{"egressId":"e","ports":[{"first":1,"last":2}]}]})",
-                             "p.json", p)
+  REQUIRE(parse_message_text(
+              R"({"mode":"NETWORK_MODE_ISOLATED","egresses":[{"egressId":"e","ports":[{"first":1,"last":2}]}]})",
+              "p.json", p)
               .ok());
   CHECK(p.mode() == v1::NETWORK_MODE_ISOLATED);
   CHECK(p.egresses(0).ports(0).last() == 2);

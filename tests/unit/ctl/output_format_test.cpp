@@ -5,8 +5,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
-#include "agent/ctl/output_format.h"
 #include "agent/ctl/message_file.h"
+#include "agent/ctl/output_format.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 #include "kibotos/ctrl/v1/workspace.pb.h"

@@ -75,8 +75,7 @@ TEST_CASE("a read carries no command ID") {
 
 TEST_CASE("update takes expected revision and optional drain seconds") {
   v1::UpdateEgressRequest req, no_drain;
-  REQUIRE(build({"egress", "update", "e1", "--expected-revision", "7", "--address", "a:1", "--drain-seconds", "0"},
-                req)
+  REQUIRE(build({"egress", "update", "e1", "--expected-revision", "7", "--address", "a:1", "--drain-seconds", "0"}, req)
               .ok());
   CHECK(req.expected_revision() == 7);
   REQUIRE(req.has_drain_seconds());

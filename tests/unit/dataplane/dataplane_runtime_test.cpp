@@ -143,12 +143,22 @@ TEST_CASE("dataplane runtime: publish, apply, relay on the Workspace's loops, st
     auto g2 = std::make_unique<Guest>(w.attacher.addr("ws"));
     g1->send("one");
     g2->send("two");
-    REQUIRE(wait_until([&] { g2->pump(); return g1->in == "one" && g2->in == "two"; }, g1.get()));
+    REQUIRE(wait_until(
+        [&] {
+      g2->pump();
+      return g1->in == "one" && g2->in == "two";
+        },
+        g1.get()));
     CHECK(w.rt->counts().active_connections == 2);
     CHECK(w.status().egresses(0).active_connections() == 2);
     g1->send("", true);
     g2->send("", true);
-    REQUIRE(wait_until([&] { g2->pump(); return g1->eof && g2->eof; }, g1.get()));
+    REQUIRE(wait_until(
+        [&] {
+      g2->pump();
+      return g1->eof && g2->eof;
+        },
+        g1.get()));
     REQUIRE(wait_until([&] { return w.rt->counts().active_connections == 0; }));
     auto m = w.rt->metrics();
     REQUIRE(m.size() == 1);

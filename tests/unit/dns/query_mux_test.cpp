@@ -13,7 +13,8 @@ using kib::policy::IpAddress;
 namespace {
 
 GuestOrigin udp_guest(uint16_t port, const char* asked = "192.0.2.53") {
-  return GuestOrigin{SocketAddress::from(*IpAddress::parse("10.0.0.2"), port), SocketAddress::from(*IpAddress::parse(asked), 53), 0};
+  return GuestOrigin{SocketAddress::from(*IpAddress::parse("10.0.0.2"), port),
+                     SocketAddress::from(*IpAddress::parse(asked), 53), 0};
 }
 
 QueryMuxOptions opts(size_t resolvers, size_t cap = 4096) {

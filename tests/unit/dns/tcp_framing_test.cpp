@@ -42,8 +42,7 @@ TEST_CASE("empty and oversized messages cannot be framed") {
 }
 
 TEST_CASE("pipelined frames read byte by byte come out whole and in order") {
-  std::vector<Bytes> sent = {test::query(1, "a.example", 1), test::query(2, "bb.example", 28),
-                             Bytes(65535, 0x11)};
+  std::vector<Bytes> sent = {test::query(1, "a.example", 1), test::query(2, "bb.example", 28), Bytes(65535, 0x11)};
   Bytes stream = frames_of(sent);
   FrameReassembler r;
   std::vector<Bytes> got;

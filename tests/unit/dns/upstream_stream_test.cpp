@@ -49,8 +49,36 @@ struct Events final : StreamEvents {
 
 // A framed DNS query for example.test A with the given ID.
 Bytes framed_query(uint16_t id) {
-  Bytes q = {static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
-             7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
+  Bytes q = {static_cast<uint8_t>(id >> 8),
+             static_cast<uint8_t>(id),
+             0x01,
+             0x00,
+             0,
+             1,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             7,
+             'e',
+             'x',
+             'a',
+             'm',
+             'p',
+             'l',
+             'e',
+             4,
+             't',
+             'e',
+             's',
+             't',
+             0,
+             0,
+             1,
+             0,
+             1};
   Bytes f = {static_cast<uint8_t>(q.size() >> 8), static_cast<uint8_t>(q.size())};
   f.insert(f.end(), q.begin(), q.end());
   return f;
@@ -82,11 +110,9 @@ struct World {
   int resolves = 0;
   StreamContext ctx{*loop, policy,
                     [this](const std::string& host, kib::dns::ResolveCallback cb) {
-                      ++resolves;
-                      CHECK(host == "socks.test");
-                      loop.loop->post([cb = std::move(cb)] {
-                        cb(std::vector{kib::policy::IpAddress::parse("127.0.0.1").value()});
-                      });
+    ++resolves;
+    CHECK(host == "socks.test");
+    loop.loop->post([cb = std::move(cb)] { cb(std::vector{kib::policy::IpAddress::parse("127.0.0.1").value()}); });
                     },
                     3000, &live};
   Socks5TestServer server;
@@ -153,109 +179,110 @@ TEST_CASE("upstream stream: DNS over TCP, straight and through SOCKS5, and faile
     const char* name;
     void (*body)();
   };
-  const Case cases[] = {
-      {"straight to a TCP resolver: queries and answers, no SOCKS5",
-       [] {
-         World w(dns_behind(Handshake::none));
-         w.start(StreamRoute{.resolver = loopback(w.server.port()), .egress = nullptr});
-         w.query_and_answer(0x1234);
-         w.query_and_answer(0x4321);
-         CHECK(w.server.seen().dns_queries == 2);
-         w.close_and_release();
-         CHECK_FALSE(w.ev.closed);  // close() reports nothing
-       }},
-      {"through SOCKS5: CONNECT names the resolver, then DNS inside the tunnel",
-       [] {
-         World w(dns_behind());
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress()});
-         w.query_and_answer(7);
-         CHECK(w.server.seen().last_destination == "127.0.0.1:5353");
-         CHECK(w.server.seen().last_methods == std::vector<uint8_t>{0});
-         w.close_and_release();
-       }},
-      {"through SOCKS5 with user/pass",
-       [] {
-         Socks5Script s = dns_behind();
-         s.require_auth = true;
-         s.username = "dns";
-         s.password = "pw";
-         World w(s);
-         auto t = w.egress();
-         t->credentials = {"dns", "pw"};
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = t});
-         w.query_and_answer(8);
-         w.close_and_release();
-       }},
+  const Case cases[] =
+      {
+          {"straight to a TCP resolver: queries and answers, no SOCKS5",
+           [] {
+    World w(dns_behind(Handshake::none));
+    w.start(StreamRoute{.resolver = loopback(w.server.port()), .egress = nullptr});
+    w.query_and_answer(0x1234);
+    w.query_and_answer(0x4321);
+    CHECK(w.server.seen().dns_queries == 2);
+    w.close_and_release();
+    CHECK_FALSE(w.ev.closed);  // close() reports nothing
+           }},
+          {"through SOCKS5: CONNECT names the resolver, then DNS inside the tunnel",
+           [] {
+    World w(dns_behind());
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress()});
+    w.query_and_answer(7);
+    CHECK(w.server.seen().last_destination == "127.0.0.1:5353");
+    CHECK(w.server.seen().last_methods == std::vector<uint8_t>{0});
+    w.close_and_release();
+           }},
+             {"through SOCKS5 with user/pass",
+              [] {
+    Socks5Script s = dns_behind();
+    s.require_auth = true;
+    s.username = "dns";
+    s.password = "pw";
+    World w(s);
+    auto t = w.egress();
+    t->credentials = {"dns", "pw"};
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = t});
+    w.query_and_answer(8);
+    w.close_and_release();
+              }},
       {"through SOCKS5 inside TLS, the endpoint a name resolved on the loop",
        [] {
-         Socks5Script s = dns_behind();
-         s.tls = &cert();
-         World w(s);
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress(true)});
-         w.query_and_answer(9);
-         CHECK(w.resolves == 1);
-         CHECK(w.server.seen().tls_full == 1);
-         w.close_and_release();
+    Socks5Script s = dns_behind();
+    s.tls = &cert();
+    World w(s);
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress(true)});
+    w.query_and_answer(9);
+    CHECK(w.resolves == 1);
+    CHECK(w.server.seen().tls_full == 1);
+    w.close_and_release();
        }},
       {"UDP ASSOCIATE: ready with the relay address the server named (checked), the stream stays open",
        [] {
-         World w(dns_behind());
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress(), .udp_associate = true});
-         REQUIRE(w.loop.drive([&] { return w.ev.ready == 1 || w.ev.closed; }));
-         REQUIRE_FALSE(w.ev.closed);
-         REQUIRE(w.ev.relay);
-         CHECK(w.ev.relay->ip().to_string() == "127.0.0.1");
-         CHECK(w.ev.relay->port() != 0);
-         CHECK(w.server.seen().last_destination == "0.0.0.0:0");  // RFC 1928: zeros when unknown
-         w.close_and_release();
+    World w(dns_behind());
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress(), .udp_associate = true});
+    REQUIRE(w.loop.drive([&] { return w.ev.ready == 1 || w.ev.closed; }));
+    REQUIRE_FALSE(w.ev.closed);
+    REQUIRE(w.ev.relay);
+    CHECK(w.ev.relay->ip().to_string() == "127.0.0.1");
+    CHECK(w.ev.relay->port() != 0);
+    CHECK(w.server.seen().last_destination == "0.0.0.0:0");  // RFC 1928: zeros when unknown
+    w.close_and_release();
        }},
       {"the SOCKS5 server refuses the CONNECT: closed with its reason",
        [] {
-         Socks5Script s = dns_behind();
-         s.reply = 5;
-         World w(s);
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress()});
-         REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
-         CHECK(*w.ev.closed == "socks5: connection_refused");
-         CHECK(w.ev.ready == 0);
-         REQUIRE(w.loop.drive([&] { return w.live == 0; }));
+    Socks5Script s = dns_behind();
+    s.reply = 5;
+    World w(s);
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress()});
+    REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
+    CHECK(*w.ev.closed == "socks5: connection_refused");
+    CHECK(w.ev.ready == 0);
+    REQUIRE(w.loop.drive([&] { return w.live == 0; }));
        }},
       {"nothing listens at the Egress: connect refused",
        [] {
-         World w(dns_behind());
-         DeadPort dead;
-         auto t = w.egress();
-         t->endpoint.port = dead.port;
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = t});
-         REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
-         CHECK(w.ev.closed->find("Connection refused") != std::string::npos);
-         REQUIRE(w.loop.drive([&] { return w.live == 0; }));
+    World w(dns_behind());
+    DeadPort dead;
+    auto t = w.egress();
+    t->endpoint.port = dead.port;
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = t});
+    REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
+    CHECK(w.ev.closed->find("Connection refused") != std::string::npos);
+    REQUIRE(w.loop.drive([&] { return w.live == 0; }));
        }},
       {"the SOCKS5 server never answers: handshake timeout on the stepped clock",
        [] {
-         World w(dns_behind(Handshake::stall));
-         w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress()});
-         REQUIRE(w.server_until([](const Socks5Seen& s) { return !s.last_methods.empty(); }));
-         w.loop.step(w.ctx.handshake_ms - 200);
-         w.loop.settle(10);
-         CHECK_FALSE(w.ev.closed);
-         w.loop.step(400);
-         REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
-         CHECK(*w.ev.closed == "handshake timed out");
-         REQUIRE(w.loop.drive([&] { return w.live == 0; }));
+    World w(dns_behind(Handshake::stall));
+    w.start(StreamRoute{.resolver = loopback(5353), .egress = w.egress()});
+    REQUIRE(w.server_until([](const Socks5Seen& s) { return !s.last_methods.empty(); }));
+    w.loop.step(w.ctx.handshake_ms - 200);
+    w.loop.settle(10);
+    CHECK_FALSE(w.ev.closed);
+    w.loop.step(400);
+    REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
+    CHECK(*w.ev.closed == "handshake timed out");
+    REQUIRE(w.loop.drive([&] { return w.live == 0; }));
        }},
       {"the resolver closes the stream: closed by the peer",
        [] {
-         Socks5Script s = dns_behind(Handshake::none);
-         s.then = Then::send_and_shut;
-         s.greeting_bytes = "";
-         World w(s);
-         w.start(StreamRoute{.resolver = loopback(w.server.port()), .egress = nullptr});
-         REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
-         CHECK(*w.ev.closed == "closed by the peer");
-         REQUIRE(w.loop.drive([&] { return w.live == 0; }));
+    Socks5Script s = dns_behind(Handshake::none);
+    s.then = Then::send_and_shut;
+    s.greeting_bytes = "";
+    World w(s);
+    w.start(StreamRoute{.resolver = loopback(w.server.port()), .egress = nullptr});
+    REQUIRE(w.loop.drive([&] { return w.ev.closed.has_value(); }));
+    CHECK(*w.ev.closed == "closed by the peer");
+    REQUIRE(w.loop.drive([&] { return w.live == 0; }));
        }},
-  };
+      };
   for (const Case& c : cases) {
     const std::string name = c.name;
     CAPTURE(name);

@@ -72,7 +72,7 @@ struct World {
   size_t live = 0;
   StreamContext ctx{*loop, policy,
                     [](const std::string&, kib::dns::ResolveCallback cb) {
-                      cb(kib::Error{kib::Code::unavailable, "no resolving in this test"});
+    cb(kib::Error{kib::Code::unavailable, "no resolving in this test"});
                     },
                     3000, &live};
   std::map<std::string, kib::relay::DialTargetPtr> egresses;
@@ -113,15 +113,15 @@ struct World {
     std::string answer;
     loop.drive(
         [&] {
-          char buf[1500];
-          sockaddr_storage from{};
-          socklen_t len = sizeof from;
-          ssize_t n = ::recvfrom(g.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &len);
-          if (n <= 0) return false;
-          // From the address the guest asked.
-          CHECK(SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&from)).to_string() == udp_addr.to_string());
-          answer.assign(buf, static_cast<size_t>(n));
-          return true;
+      char buf[1500];
+      sockaddr_storage from{};
+      socklen_t len = sizeof from;
+      ssize_t n = ::recvfrom(g.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &len);
+      if (n <= 0) return false;
+      // From the address the guest asked.
+      CHECK(SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&from)).to_string() == udp_addr.to_string());
+      answer.assign(buf, static_cast<size_t>(n));
+      return true;
         },
         cap_ms);
     return answer;
@@ -152,7 +152,7 @@ TEST_CASE("workspace dns: a UDP guest query, a UDP resolver, the answer from the
   const std::string a = w.ask_udp(query(0x2222));
   REQUIRE(a.size() > 12);
   CHECK(id_of(a) == 0x2222);
-  CHECK((static_cast<uint8_t>(a[2]) & 0x80) != 0);  // QR
+  CHECK((static_cast<uint8_t>(a[2]) & 0x80) != 0);                         // QR
   CHECK(a.find(std::string("\xc0\x00\x02\x07", 4)) != std::string::npos);  // 192.0.2.7
   CHECK(w.opened == std::vector<std::string>{w.udp_addr.to_string()});
   const auto s = w.status();

@@ -57,8 +57,8 @@ TEST_CASE("a real kernel refusal is recorded with its errno") {
   int err = rtnl_link_delete(sk->get(), link.get());
   REQUIRE(err < 0);
   REQUIRE((kernel.error == ENODEV || kernel.error == EPERM));
-  std::string expected = std::string("delete link: ") + std::strerror(kernel.error) + " (" +
-                         strerrorname_np(kernel.error) + ")";
+  std::string expected =
+      std::string("delete link: ") + std::strerror(kernel.error) + " (" + strerrorname_np(kernel.error) + ")";
   CHECK(nl_error("delete link", err, &kernel).message.rfind(expected, 0) == 0);
 }
 

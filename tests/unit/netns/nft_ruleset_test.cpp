@@ -154,8 +154,9 @@ TEST_CASE("entries keep policy order") {
 }
 
 TEST_CASE("contained and duplicate prefixes collapse, port ranges merge") {
-  CoveredRoute r{{P("10.1.0.0/16"), P("10.0.0.0/8"), P("10.0.0.0/8"), P("192.0.2.0/24"), P("fd00::/8"), P("fd00:1::/32")},
-                 {{443, 443}, {80, 90}, {85, 100}, {101, 101}, {8080, 8080}}};
+  CoveredRoute r{
+      {P("10.1.0.0/16"), P("10.0.0.0/8"), P("10.0.0.0/8"), P("192.0.2.0/24"), P("fd00::/8"), P("fd00:1::/32")},
+      {{443, 443}, {80, 90}, {85, 100}, {101, 101}, {8080, 8080}}};
   auto n = normalise_route(r);
   std::vector<std::string> prefixes;
   for (const auto& p : n.destinations) prefixes.push_back(p.to_string());
@@ -195,7 +196,8 @@ TEST_CASE("isolated with resolvers still intercepts DNS") {
 
 TEST_CASE("connections already intercepted stay with the agent across updates") {
   auto t = build_ruleset(params(public_policy({})));
-  CHECK(chain(t, "prerouting")[5] == "tcp flags & (syn | ack) != syn socket transparent 1 meta mark set 0x6b696201 accept");
+  CHECK(chain(t, "prerouting")[5] ==
+        "tcp flags & (syn | ack) != syn socket transparent 1 meta mark set 0x6b696201 accept");
   CHECK(chain(t, "output")[3] == "ct mark 0x6b696201 meta mark set 0x6b696201 accept");
 }
 

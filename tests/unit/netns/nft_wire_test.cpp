@@ -26,7 +26,8 @@ struct Pair {
 };
 
 bool same_file(int x, int y) {
-  struct stat sx {}, sy {};
+  struct stat sx {
+  }, sy{};
   return ::fstat(x, &sx) == 0 && ::fstat(y, &sy) == 0 && sx.st_dev == sy.st_dev && sx.st_ino == sy.st_ino;
 }
 
@@ -54,8 +55,8 @@ TEST_CASE("a reply keeps its status, code, output and generation apart") {
   Pair p;
   CHECK(send_nft_reply(p.a.get(), NftReply{{}, std::string("table inet kibotos {}"), 4242u}).ok());
   CHECK(send_nft_reply(p.a.get(), NftReply{{}, std::nullopt, std::nullopt}).ok());
-  CHECK(send_nft_reply(p.a.get(), NftReply{Error{Code::failed_precondition, "nft: No such file"}, std::nullopt,
-                                           std::nullopt})
+  CHECK(send_nft_reply(p.a.get(),
+                       NftReply{Error{Code::failed_precondition, "nft: No such file"}, std::nullopt, std::nullopt})
             .ok());
   auto listed = recv_nft_reply(p.b.get());
   REQUIRE(listed.ok());

@@ -87,8 +87,8 @@ class DnsResponder {
     const bool known = qname == name_;
     const bool give_a = known && qtype == 1;
     std::string r(reinterpret_cast<const char*>(q), qend);  // header + question
-    r[2] = static_cast<char>(0x81);                       // QR, RD
-    r[3] = static_cast<char>(known ? 0x80 : 0x83);        // RA, NOERROR or NXDOMAIN
+    r[2] = static_cast<char>(0x81);                         // QR, RD
+    r[3] = static_cast<char>(known ? 0x80 : 0x83);          // RA, NOERROR or NXDOMAIN
     r[6] = 0;
     r[7] = give_a ? static_cast<char>(answers_.size()) : 0;  // ANCOUNT
     r[8] = r[9] = r[10] = r[11] = 0;

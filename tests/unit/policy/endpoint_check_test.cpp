@@ -30,17 +30,19 @@ ResolverOptions through(const std::string& server, int timeout_ms = 3000) {
 
 TEST_CASE("endpoint check: an IP literal in a special-purpose range is invalid_argument") {
   LoopbackUdp silent;
-  auto st = check_endpoint_address(*parse_host_port("10.0.0.5:1080"), EndpointAddressPolicy(), through(silent.server()));
+  auto st =
+      check_endpoint_address(*parse_host_port("10.0.0.5:1080"), EndpointAddressPolicy(), through(silent.server()));
   REQUIRE(!st.ok());
   CHECK(st.error().code == Code::invalid_argument);
-  CHECK(check_endpoint_address(*parse_host_port("[2606:4700::1]:1080"), EndpointAddressPolicy(),
-                               through(silent.server()))
-            .ok());
+  CHECK(
+      check_endpoint_address(*parse_host_port("[2606:4700::1]:1080"), EndpointAddressPolicy(), through(silent.server()))
+          .ok());
 }
 
 TEST_CASE("endpoint check: a host name resolving to any special-purpose address is invalid_argument") {
   DnsResponder dns("egress.test", {"8.8.8.8", "10.0.0.5"});
-  auto st = check_endpoint_address(*parse_host_port("egress.test:1080"), EndpointAddressPolicy(), through(dns.server()));
+  auto st =
+      check_endpoint_address(*parse_host_port("egress.test:1080"), EndpointAddressPolicy(), through(dns.server()));
   REQUIRE(!st.ok());
   CHECK(st.error().code == Code::invalid_argument);
   CHECK(st.error().message.find("10.0.0.5") != std::string::npos);
@@ -61,8 +63,8 @@ TEST_CASE("endpoint check: exemptions apply to resolved addresses") {
 
 TEST_CASE("endpoint check: a host name that does not resolve is accepted") {
   DnsResponder dns("egress.test", {"10.0.0.5"});
-  CHECK(check_endpoint_address(*parse_host_port("other.test:1080"), EndpointAddressPolicy(), through(dns.server()))
-            .ok());
+  CHECK(
+      check_endpoint_address(*parse_host_port("other.test:1080"), EndpointAddressPolicy(), through(dns.server())).ok());
   LoopbackUdp silent;
   const auto start = std::chrono::steady_clock::now();
   CHECK(check_endpoint_address(*parse_host_port("egress.test:1080"), EndpointAddressPolicy(),

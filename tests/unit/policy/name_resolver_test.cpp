@@ -46,8 +46,7 @@ TEST_CASE("resolver: localhost comes from the hosts file, not the network") {
   auto r = kib::policy::resolve_host("localhost", o);
   REQUIRE(r.ok());
   REQUIRE(!r->empty());
-  for (const auto& a : *r)
-    CHECK_MESSAGE((a == ip("::1") || (a.family == AF_INET && a.bytes[0] == 127)), a.to_string());
+  for (const auto& a : *r) CHECK_MESSAGE((a == ip("::1") || (a.family == AF_INET && a.bytes[0] == 127)), a.to_string());
   CHECK(Clock::now() - start < std::chrono::milliseconds(1500));
 }
 

@@ -104,7 +104,8 @@ struct World {
   }
   template <typename P>
   bool drive(Guest& g, P pred, int cap_ms = 5000) {
-    return loop.drive(pred, [&] { g.pump(); }, cap_ms);
+    return loop.drive(
+        pred, [&] { g.pump(); }, cap_ms);
   }
   // The server is another thread; the loop keeps running meanwhile (its SQEs, e.g. a
   // slot's close, go out only when it runs).
@@ -135,14 +136,14 @@ void many_echoes(World& w, int n, size_t size) {
   }
   REQUIRE(w.loop.drive(
       [&] {
-        for (auto& g : guests)
-          if (!g->eof && g->error == 0) return false;
-        return true;
+    for (auto& g : guests)
+      if (!g->eof && g->error == 0) return false;
+    return true;
       },
       [&] {
-        for (auto& g : guests) g->pump();
-      },
-      8000));
+    for (auto& g : guests) g->pump();
+  },
+          8000));
   for (auto& g : guests) {
     CHECK(g->error == 0);
     CHECK(g->in == g->out);
@@ -158,404 +159,398 @@ Socks5Script script(Then then) {
 }
 
 const std::vector<Case>& cases() {
-  static const std::vector<Case> all = {
-      {"no auth: greeting offers method 0, CONNECT names the original destination, bytes both ways",
-       script(Then::echo),
-       [](World& w) {
-         auto g = w.connect();
-         g->send("ping", /*then_shut=*/true);
-         REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
-         CHECK(g->in == "ping");
-         CHECK(g->error == 0);
-         CHECK(w.obs.established == 1);
-         Socks5Seen s = w.server.seen();
-         CHECK(s.last_methods == std::vector<uint8_t>{0});
-         CHECK(s.last_destination == w.guest_dst());
-         CHECK(s.peer_eof);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-       }},
-      {"user/pass: greeting offers only method 2, the server checks the credentials",
-       [] {
-         Socks5Script s = script(Then::echo);
-         s.require_auth = true;
-         s.username = "alice";
-         s.password = "s3cret";
-         return s;
-       }(),
-       [](World& w) {
-         w.target->credentials = {"alice", "s3cret"};
-         auto g = w.connect();
-         g->send("authed", true);
-         REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
-         CHECK(g->in == "authed");
-         CHECK(w.server.seen().last_methods == std::vector<uint8_t>{2});
-         CHECK(w.server.seen().auth_failures == 0);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-       }},
+  static const std::vector<Case> all =
+      {
+          {"no auth: greeting offers method 0, CONNECT names the original destination, bytes both ways",
+           script(Then::echo),
+           [](World& w) {
+    auto g = w.connect();
+    g->send("ping", /*then_shut=*/true);
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->in == "ping");
+    CHECK(g->error == 0);
+    CHECK(w.obs.established == 1);
+    Socks5Seen s = w.server.seen();
+    CHECK(s.last_methods == std::vector<uint8_t>{0});
+    CHECK(s.last_destination == w.guest_dst());
+    CHECK(s.peer_eof);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+           }},
+          {"user/pass: greeting offers only method 2, the server checks the credentials",
+           [] {
+    Socks5Script s = script(Then::echo);
+    s.require_auth = true;
+    s.username = "alice";
+    s.password = "s3cret";
+    return s;
+           }(),
+           [](World& w) {
+    w.target->credentials = {"alice", "s3cret"};
+    auto g = w.connect();
+    g->send("authed", true);
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->in == "authed");
+    CHECK(w.server.seen().last_methods == std::vector<uint8_t>{2});
+    CHECK(w.server.seen().auth_failures == 0);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+          }},
       {"wrong password: the dial fails (not a refusal) and the guest is reset",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.require_auth = true;
-         s.username = "alice";
-         s.password = "s3cret";
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.require_auth = true;
+    s.username = "alice";
+    s.password = "s3cret";
+    return s;
        }(),
        [](World& w) {
-         w.target->credentials = {"alice", "wrong"};
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.failed == 1);
-         CHECK(w.obs.reason == "socks5: auth_failed");
-         CHECK_FALSE(w.obs.refused);
-         CHECK(w.obs.established == 0);
-         CHECK(w.server.seen().auth_failures == 1);
-       }},
+    w.target->credentials = {"alice", "wrong"};
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.failed == 1);
+    CHECK(w.obs.reason == "socks5: auth_failed");
+    CHECK_FALSE(w.obs.refused);
+    CHECK(w.obs.established == 0);
+    CHECK(w.server.seen().auth_failures == 1);
+      }},
       {"the server refuses the CONNECT (reply 5): dial failed with its code, guest reset",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.reply = 5;
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.reply = 5;
+    return s;
        }(),
        [](World& w) {
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.failed == 1);
-         CHECK(w.obs.reason.find("connection_refused") != std::string::npos);
-         CHECK_FALSE(w.obs.refused);
-       }},
-      {"the address policy refuses the endpoint: refused, no connection to it at all",
-       script(Then::echo),
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.failed == 1);
+    CHECK(w.obs.reason.find("connection_refused") != std::string::npos);
+    CHECK_FALSE(w.obs.refused);
+      }},
+      {"the address policy refuses the endpoint: refused, no connection to it at all", script(Then::echo),
        [](World& w) {
-         w.obs.policy = kib::policy::EndpointAddressPolicy{};  // 127.0.0.0/8 not exempt
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.failed == 1);
-         CHECK(w.obs.refused);
-         CHECK(w.obs.reason.find("refused endpoint address") != std::string::npos);
-         CHECK(w.server.seen().connections == 0);
+    w.obs.policy = kib::policy::EndpointAddressPolicy{};  // 127.0.0.0/8 not exempt
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.failed == 1);
+    CHECK(w.obs.refused);
+    CHECK(w.obs.reason.find("refused endpoint address") != std::string::npos);
+    CHECK(w.server.seen().connections == 0);
        }},
       {"the server closes without answering the greeting: dial failed",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.handshake = Handshake::close_at_greeting;
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.handshake = Handshake::close_at_greeting;
+    return s;
        }(),
        [](World& w) {
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.reason == "endpoint closed the connection during the handshake");
-       }},
-      {"50 connections at once on one loop, each gets its own bytes back",
-       script(Then::echo),
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.reason == "endpoint closed the connection during the handshake");
+      }},
+      {"50 connections at once on one loop, each gets its own bytes back", script(Then::echo),
        [](World& w) { many_echoes(w, 50, 3000); }},
-      {"a provided-buffer ring of 2: recvs run dry (ENOBUFS) and wait for buffers, bytes intact",
-       script(Then::echo),
-       [](World& w) { many_echoes(w, 8, 300000); },
-       false, 2},
+      {"a provided-buffer ring of 2: recvs run dry (ENOBUFS) and wait for buffers, bytes intact", script(Then::echo),
+       [](World& w) { many_echoes(w, 8, 300000); }, false, 2},
       {"the server resets the connection at the greeting: dial failed with the error",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.handshake = Handshake::rst_at_greeting;
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.handshake = Handshake::rst_at_greeting;
+    return s;
        }(),
        [](World& w) {
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.reason == "endpoint recv: Connection reset by peer");
-       }},
-      {"nothing listens at the Egress: connect refused",
-       script(Then::echo),
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.reason == "endpoint recv: Connection reset by peer");
+      }},
+      {"nothing listens at the Egress: connect refused", script(Then::echo),
        [](World& w) {
-         kib::UniqueFd dead(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-         sockaddr_in a{};
-         a.sin_family = AF_INET;
-         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-         socklen_t len = sizeof a;
-         REQUIRE(::bind(dead.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-         REQUIRE(getsockname(dead.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
-         w.target->endpoint.port = ntohs(a.sin_port);
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": Connection refused");
-         CHECK_FALSE(w.obs.refused);
+    kib::UniqueFd dead(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(dead.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(getsockname(dead.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    w.target->endpoint.port = ntohs(a.sin_port);
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": Connection refused");
+    CHECK_FALSE(w.obs.refused);
        }},
-      {"the Egress never accepts (its accept queue is full): connect timeout (stepped)",
-       script(Then::echo),
+      {"the Egress never accepts (its accept queue is full): connect timeout (stepped)", script(Then::echo),
        [](World& w) {
-         // listen(0) with one connection queued and never accepted: further SYNs are dropped.
-         kib::UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-         sockaddr_in a{};
-         a.sin_family = AF_INET;
-         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-         socklen_t len = sizeof a;
-         REQUIRE(::bind(full.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-         REQUIRE(::listen(full.get(), 0) == 0);
-         REQUIRE(getsockname(full.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
-         Guest filler(a);
-         w.target->endpoint.port = ntohs(a.sin_port);
-         auto g = w.connect();
-         w.loop.settle(30);
-         CHECK(w.obs.failed == 0);
-         w.loop.step(w.timeouts.connect_ms + 100);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": timed out");
+    // listen(0) with one connection queued and never accepted: further SYNs are dropped.
+    kib::UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(full.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(full.get(), 0) == 0);
+    REQUIRE(getsockname(full.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    Guest filler(a);
+    w.target->endpoint.port = ntohs(a.sin_port);
+    auto g = w.connect();
+    w.loop.settle(30);
+    CHECK(w.obs.failed == 0);
+    w.loop.step(w.timeouts.connect_ms + 100);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": timed out");
        }},
-      {"RST from the guest: the destination is reset",
-       script(Then::hold),
+      {"RST from the guest: the destination is reset", script(Then::hold),
        [](World& w) {
-         auto g = w.connect();
-         g->send("x");
-         REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "x"; }));
-         linger l{1, 0};
-         setsockopt(g->fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-         g->fd.reset();
-         REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
-         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
-         CHECK_FALSE(w.server.seen().peer_eof);  // a reset, not a FIN
+    auto g = w.connect();
+    g->send("x");
+    REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "x"; }));
+    linger l{1, 0};
+    setsockopt(g->fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    g->fd.reset();
+    REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
+    REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+    CHECK_FALSE(w.server.seen().peer_eof);  // a reset, not a FIN
        }},
       {"TLS: 2 MiB echoed intact, by copy (never splice: TLS needs the bytes)",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.tls = &cert();
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.tls = &cert();
+    return s;
        }(),
        [](World& w) {
-         const size_t n = 2u << 20;
-         std::string data(n, '\0');
-         for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
-         const int pipes_before = kib::test::count_pipes();  // stdout may be one
-         auto g = w.connect();
-         g->send(data, true);
-         int max_pipes = pipes_before, rounds = 0;
-         REQUIRE(w.drive(*g, [&] {
-           if (++rounds % 8 == 0) max_pipes = std::max(max_pipes, kib::test::count_pipes());
-           return g->eof || g->error != 0;
-         }, 8000));
-         CHECK(g->error == 0);
-         CHECK(g->in.size() == n);
-         CHECK((g->in == data));
-         CHECK(max_pipes == pipes_before);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-       },
-       true},
+    const size_t n = 2u << 20;
+    std::string data(n, '\0');
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
+    const int pipes_before = kib::test::count_pipes();  // stdout may be one
+    auto g = w.connect();
+    g->send(data, true);
+    int max_pipes = pipes_before, rounds = 0;
+    REQUIRE(w.drive(
+        *g,
+        [&] {
+      if (++rounds % 8 == 0) max_pipes = std::max(max_pipes, kib::test::count_pipes());
+      return g->eof || g->error != 0;
+        },
+        8000));
+    CHECK(g->error == 0);
+    CHECK(g->in.size() == n);
+    CHECK((g->in == data));
+    CHECK(max_pipes == pipes_before);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+      },
+      true},
       {"TLS half-close up -> guest: close_notify reaches the guest as EOF, it can still send",
        [] {
-         Socks5Script s = script(Then::send_and_shut);
-         s.tls = &cert();
-         return s;
+    Socks5Script s = script(Then::send_and_shut);
+    s.tls = &cert();
+    return s;
        }(),
        [](World& w) {
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
-         CHECK(g->error == 0);
-         CHECK(g->in == "hello from upstream");
-         g->send("late words", true);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
-         CHECK(w.server.seen().received == "late words");
-         CHECK(w.server.seen().peer_eof);  // close_notify
-       },
-       true},
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->error == 0);
+    CHECK(g->in == "hello from upstream");
+    g->send("late words", true);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+    REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+    CHECK(w.server.seen().received == "late words");
+    CHECK(w.server.seen().peer_eof);  // close_notify
+      },
+      true},
       {"half-close guest -> up: the destination sees EOF, its reply after that reaches the guest",
        script(Then::reply_after_eof),
        [](World& w) {
-         auto g = w.connect();
-         g->send("request", true);
-         REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
-         CHECK(g->error == 0);
-         CHECK(g->in == "hello from upstream");
-         CHECK(w.server.seen().received == "request");
-         CHECK(w.server.seen().peer_eof);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-         CHECK(w.obs.failed == 0);
+    auto g = w.connect();
+    g->send("request", true);
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->error == 0);
+    CHECK(g->in == "hello from upstream");
+    CHECK(w.server.seen().received == "request");
+    CHECK(w.server.seen().peer_eof);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+    CHECK(w.obs.failed == 0);
        }},
-      {"half-close up -> guest: the guest sees EOF and can still send; both FINs close it",
-       script(Then::send_and_shut),
+      {"half-close up -> guest: the guest sees EOF and can still send; both FINs close it", script(Then::send_and_shut),
        [](World& w) {
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
-         CHECK(g->in == "hello from upstream");
-         CHECK(w.obs.released == 0);
-         g->send("late words", true);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-         CHECK(g->error == 0);
-         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
-         CHECK(w.server.seen().received == "late words");
-         CHECK(w.server.seen().peer_eof);
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->in == "hello from upstream");
+    CHECK(w.obs.released == 0);
+    g->send("late words", true);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+    CHECK(g->error == 0);
+    REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+    CHECK(w.server.seen().received == "late words");
+    CHECK(w.server.seen().peer_eof);
        }},
-      {"RST from the destination: the guest is reset",
-       script(Then::rst_after_read),
+      {"RST from the destination: the guest is reset", script(Then::rst_after_read),
        [](World& w) {
-         auto g = w.connect();
-         g->send("x");
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.established == 1);
-         CHECK(w.obs.failed == 0);
+    auto g = w.connect();
+    g->send("x");
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.established == 1);
+    CHECK(w.obs.failed == 0);
        }},
-      {"idle timeout: nothing for idle_ms (stepped, not slept) resets both sides",
-       script(Then::hold),
+      {"idle timeout: nothing for idle_ms (stepped, not slept) resets both sides", script(Then::hold),
        [](World& w) {
-         auto g = w.connect();
-         g->send("a");
-         REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "a"; }));
-         w.loop.step(w.timeouts.idle_ms - 200);  // the wheel's tick is 50 ms
-         w.loop.settle(20);
-         g->pump();
-         CHECK(g->error == 0);
-         CHECK(w.obs.closed == 0);
-         w.loop.step(400);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+    auto g = w.connect();
+    g->send("a");
+    REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "a"; }));
+    w.loop.step(w.timeouts.idle_ms - 200);  // the wheel's tick is 50 ms
+    w.loop.settle(20);
+    g->pump();
+    CHECK(g->error == 0);
+    CHECK(w.obs.closed == 0);
+    w.loop.step(400);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
        }},
-      {"activity restarts the idle timer",
-       script(Then::hold),
+      {"activity restarts the idle timer", script(Then::hold),
        [](World& w) {
-         auto g = w.connect();
-         g->send("a");
-         REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "a"; }));
-         w.loop.step(w.timeouts.idle_ms - 1000);
-         g->send("b");
-         REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "ab"; }));
-         w.loop.step(2000);  // past the first deadline, not the one "b" set
-         w.loop.settle(20);
-         g->pump();
-         CHECK(g->error == 0);
-         CHECK(w.obs.closed == 0);
-         w.loop.step(w.timeouts.idle_ms);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
+    auto g = w.connect();
+    g->send("a");
+    REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "a"; }));
+    w.loop.step(w.timeouts.idle_ms - 1000);
+    g->send("b");
+    REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "ab"; }));
+    w.loop.step(2000);  // past the first deadline, not the one "b" set
+    w.loop.settle(20);
+    g->pump();
+    CHECK(g->error == 0);
+    CHECK(w.obs.closed == 0);
+    w.loop.step(w.timeouts.idle_ms);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
        }},
-      {"drain: bytes still flow until the deadline, then both sides are reset",
-       script(Then::echo),
+      {"drain: bytes still flow until the deadline, then both sides are reset", script(Then::echo),
        [](World& w) {
-         RelayConnection* c = nullptr;
-         auto g = w.connect(&c);
-         g->send("before");
-         REQUIRE(w.drive(*g, [&] { return g->in == "before"; }));
-         c->drain_until(w.loop.loop->now_ms() + 5000);
-         CHECK(c->draining());
-         c->drain_until(w.loop.loop->now_ms() + 1);  // keeps its own deadline
-         w.loop.step(1000);
-         g->send("during");
-         REQUIRE(w.drive(*g, [&] { return g->in == "beforeduring"; }));
-         CHECK(w.obs.closed == 0);
-         w.loop.step(4200);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.closed == 1);
+    RelayConnection* c = nullptr;
+    auto g = w.connect(&c);
+    g->send("before");
+    REQUIRE(w.drive(*g, [&] { return g->in == "before"; }));
+    c->drain_until(w.loop.loop->now_ms() + 5000);
+    CHECK(c->draining());
+    c->drain_until(w.loop.loop->now_ms() + 1);  // keeps its own deadline
+    w.loop.step(1000);
+    g->send("during");
+    REQUIRE(w.drive(*g, [&] { return g->in == "beforeduring"; }));
+    CHECK(w.obs.closed == 0);
+    w.loop.step(4200);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.closed == 1);
        }},
-      {"drain with a deadline already past closes at once; abort resets",
-       script(Then::echo),
+      {"drain with a deadline already past closes at once; abort resets", script(Then::echo),
        [](World& w) {
-         RelayConnection* c = nullptr;
-         auto g = w.connect(&c);
-         g->send("x");
-         REQUIRE(w.drive(*g, [&] { return g->in == "x"; }));
-         c->drain_until(w.loop.loop->now_ms());
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         auto g2 = w.connect(&c);
-         g2->send("y");
-         REQUIRE(w.drive(*g2, [&] { return g2->in == "y"; }));
-         c->abort();
-         REQUIRE(w.drive(*g2, [&] { return w.obs.released == 2 && g2->error != 0; }));
-         CHECK(g2->reset());
+    RelayConnection* c = nullptr;
+    auto g = w.connect(&c);
+    g->send("x");
+    REQUIRE(w.drive(*g, [&] { return g->in == "x"; }));
+    c->drain_until(w.loop.loop->now_ms());
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    auto g2 = w.connect(&c);
+    g2->send("y");
+    REQUIRE(w.drive(*g2, [&] { return g2->in == "y"; }));
+    c->abort();
+    REQUIRE(w.drive(*g2, [&] { return w.obs.released == 2 && g2->error != 0; }));
+    CHECK(g2->reset());
        }},
       {"bulk: 8 MiB each way arrive intact, through splice",
        [] {
-         Socks5Script s = script(Then::bulk);
-         s.bulk_bytes = 8u << 20;
-         return s;
+    Socks5Script s = script(Then::bulk);
+    s.bulk_bytes = 8u << 20;
+    return s;
        }(),
        [](World& w) {
-         const size_t n = 8u << 20;
-         std::string data(n, '\0');
-         for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
-         const int pipes_before = kib::test::count_pipes();  // stdout may be one
-         auto g = w.connect();
-         g->send(data, true);
-         int max_pipes = pipes_before, rounds = 0;
-         REQUIRE(w.drive(*g, [&] {
-           if (++rounds % 8 == 0) max_pipes = std::max(max_pipes, kib::test::count_pipes());
-           return g->eof || g->error != 0;
-         }, 8000));
-         CHECK(g->error == 0);
-         CHECK(g->in.size() == n);
-         CHECK((g->in == data));
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
-         REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
-         CHECK(w.server.seen().bulk_received == n);
-         CHECK(w.server.seen().bulk_ok);
-         CHECK(max_pipes > pipes_before);  // a splice pipe was open while the bytes moved
-       }},
+    const size_t n = 8u << 20;
+    std::string data(n, '\0');
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
+    const int pipes_before = kib::test::count_pipes();  // stdout may be one
+    auto g = w.connect();
+    g->send(data, true);
+    int max_pipes = pipes_before, rounds = 0;
+    REQUIRE(w.drive(
+        *g,
+        [&] {
+      if (++rounds % 8 == 0) max_pipes = std::max(max_pipes, kib::test::count_pipes());
+      return g->eof || g->error != 0;
+        },
+        8000));
+    CHECK(g->error == 0);
+    CHECK(g->in.size() == n);
+    CHECK((g->in == data));
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+    REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+    CHECK(w.server.seen().bulk_received == n);
+    CHECK(w.server.seen().bulk_ok);
+    CHECK(max_pipes > pipes_before);  // a splice pipe was open while the bytes moved
+      }},
       {"pipelined greeting and request, the request never answered: timeout, pipelining off",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.handshake = Handshake::stall_request;
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.handshake = Handshake::stall_request;
+    return s;
        }(),
        [](World& w) {
-         w.target->socks_pipelining = true;
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_destination.empty(); }));
-         w.loop.settle(200);  // the greeting's reply is read in (not observable: real time, generous)
-         CHECK(w.obs.failed == 0);
-         w.loop.step(w.timeouts.handshake_ms + 100);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(g->reset());
-         CHECK(w.obs.reason ==
-               "handshake timed out (the SOCKS5 server answered the greeting only: requests now wait for each reply)");
-         CHECK_FALSE(w.target->socks_pipelining.load());
-       }},
+    w.target->socks_pipelining = true;
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_destination.empty(); }));
+    w.loop.settle(200);  // the greeting's reply is read in (not observable: real time, generous)
+    CHECK(w.obs.failed == 0);
+    w.loop.step(w.timeouts.handshake_ms + 100);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(g->reset());
+    CHECK(w.obs.reason ==
+          "handshake timed out (the SOCKS5 server answered the greeting only: requests now wait for each reply)");
+    CHECK_FALSE(w.target->socks_pipelining.load());
+      }},
       {"the server never answers the greeting: handshake timeout (stepped)",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.handshake = Handshake::stall;
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.handshake = Handshake::stall;
+    return s;
        }(),
        [](World& w) {
-         auto g = w.connect();
-         REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_methods.empty(); }));
-         w.loop.step(w.timeouts.handshake_ms - 200);
-         w.loop.settle(10);
-         CHECK(w.obs.failed == 0);
-         w.loop.step(400);
-         REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
-         CHECK(w.obs.reason == "handshake timed out");
-         CHECK(g->reset());
-       }},
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_methods.empty(); }));
+    w.loop.step(w.timeouts.handshake_ms - 200);
+    w.loop.settle(10);
+    CHECK(w.obs.failed == 0);
+    w.loop.step(400);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
+    CHECK(w.obs.reason == "handshake timed out");
+    CHECK(g->reset());
+      }},
       {"TLS: a resolved name, the SOCKS5 exchange and the bytes inside TLS; the next dial resumes",
        [] {
-         Socks5Script s = script(Then::echo);
-         s.tls = &cert();
-         return s;
+    Socks5Script s = script(Then::echo);
+    s.tls = &cert();
+    return s;
        }(),
        [](World& w) {
-         for (int i = 0; i < 2; ++i) {
-           CAPTURE(i);
-           auto g = w.connect();
-           g->send("secret " + std::to_string(i), true);
-           REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
-           CHECK(g->error == 0);
-           CHECK(g->in == "secret " + std::to_string(i));
-           REQUIRE(w.drive(*g, [&] { return w.obs.released == i + 1; }));
-           REQUIRE(w.server_until([&](const Socks5Seen& s) { return s.finished == i + 1; }));
-         }
-         CHECK(w.obs.resolves == 2);
-         CHECK(w.server.seen().tls_full == 1);
-         CHECK(w.server.seen().tls_resumed == 1);
-       },
-       true},
-  };
+    for (int i = 0; i < 2; ++i) {
+      CAPTURE(i);
+      auto g = w.connect();
+      g->send("secret " + std::to_string(i), true);
+      REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+      CHECK(g->error == 0);
+      CHECK(g->in == "secret " + std::to_string(i));
+      REQUIRE(w.drive(*g, [&] { return w.obs.released == i + 1; }));
+      REQUIRE(w.server_until([&](const Socks5Seen& s) { return s.finished == i + 1; }));
+    }
+    CHECK(w.obs.resolves == 2);
+    CHECK(w.server.seen().tls_full == 1);
+    CHECK(w.server.seen().tls_resumed == 1);
+      },
+      true},
+      };
   return all;
 }
 
@@ -579,7 +574,7 @@ TEST_CASE("relay connection: table of cases on a real ring, with and without dir
         failed = w.obs.failed;
         w.loop.settle(5);  // CQEs of nobody's (the bounded waits') come in
       }
-      CHECK(released == closed);        // each connection closed once, released once
+      CHECK(released == closed);  // each connection closed once, released once
       CHECK(established + failed == released);
       CHECK(kib::test::count_fds() == fds_before);
     }

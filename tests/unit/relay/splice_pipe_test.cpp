@@ -79,13 +79,17 @@ void queue_with_fin(TcpPair& in, const std::vector<uint8_t>& data) {
   size_t sent = 0;
   for (int i = 0; i < 20000 && sent < data.size(); ++i) {
     ssize_t w = send(in.a.get(), data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (w > 0) sent += static_cast<size_t>(w);
-    else usleep(100);
+    if (w > 0)
+      sent += static_cast<size_t>(w);
+    else
+      usleep(100);
   }
   REQUIRE(sent == data.size());
   REQUIRE(shutdown(in.a.get(), SHUT_WR) == 0);
   int queued = 0;
-  auto all_queued = [&] { return ioctl(in.b.get(), FIONREAD, &queued) == 0 && static_cast<size_t>(queued) == data.size(); };
+  auto all_queued = [&] {
+    return ioctl(in.b.get(), FIONREAD, &queued) == 0 && static_cast<size_t>(queued) == data.size();
+  };
   for (int i = 0; i < 20000 && !all_queued(); ++i) usleep(100);
   REQUIRE(static_cast<size_t>(queued) == data.size());
 }

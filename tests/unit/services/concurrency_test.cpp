@@ -180,7 +180,8 @@ TEST_CASE("Concurrency: two UpdateNetworkPolicy on two connections reach the run
   CHECK(h.runtime.workspace_status(id).applied_revision() == 3);
 }
 
-TEST_CASE("Concurrency: an Egress write stored while a Workspace's policy is being applied reaches the runtime after it") {
+TEST_CASE(
+    "Concurrency: an Egress write stored while a Workspace's policy is being applied reaches the runtime after it") {
   Harness h;
   auto e = h.create_egress(socks5("203.0.113.1:1080"));
   REQUIRE(e.ok());
@@ -222,7 +223,8 @@ TEST_CASE("Concurrency: an Egress write stored while a Workspace's policy is bei
   auto applied = std::find_if(ev.begin(), ev.end(), [&](auto& l) {
     return l.rfind("workspace_applied " + wid, 0) == 0 && l.find(" r2 ") != std::string::npos;
   });
-  auto egress = std::find_if(ev.begin(), ev.end(), [&](auto& l) { return l.rfind("egress_published " + eid + " r2", 0) == 0; });
+  auto egress =
+      std::find_if(ev.begin(), ev.end(), [&](auto& l) { return l.rfind("egress_published " + eid + " r2", 0) == 0; });
   REQUIRE(applied != ev.end());
   REQUIRE(egress != ev.end());
   CHECK(applied < egress);

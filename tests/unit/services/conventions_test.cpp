@@ -12,16 +12,33 @@ using namespace kib::api;
 TEST_CASE("Labels: a key is an optional DNS-subdomain prefix and a name of at most 63 characters") {
   for (std::string ok : std::vector<std::string>{"a", "A", "app", "app.kubernetes.io/name", "a-b_c.d", "x/y",
                                                  "example.com/Team_1", std::string(63, 'k'),
-                                                 std::string(63, 'p') + "." + std::string(63, 'p') + "." + std::string(63, 'p') + "." + std::string(61, 'p') + "/n",
+                                                 std::string(63, 'p') + "." + std::string(63, 'p') + "." +
+                                                     std::string(63, 'p') + "." + std::string(61, 'p') + "/n",
                                                  "a1.b2/c", "1"}) {
     CAPTURE(ok);
     CHECK(is_label_key(ok));
   }
-  for (std::string bad : std::vector<std::string>{"", "-a", "a-", "_a", "a_", ".a", "a.", "a b", "a/b/c", "/a",
-                                                  "a/", "Example.com/a", "ex_ample.com/a", "-ex.com/a", "ex..com/a",
-                                                  std::string(64, 'k'), std::string(63, 'p') + "." + std::string(63, 'p') + "." + std::string(63, 'p') + "." + std::string(62, 'p') + "/n",
+  for (std::string bad : std::vector<std::string>{"",
+                                                  "-a",
+                                                  "a-",
+                                                  "_a",
+                                                  "a_",
+                                                  ".a",
+                                                  "a.",
+                                                  "a b",
+                                                  "a/b/c",
+                                                  "/a",
+                                                  "a/",
+                                                  "Example.com/a",
+                                                  "ex_ample.com/a",
+                                                  "-ex.com/a",
+                                                  "ex..com/a",
+                                                  std::string(64, 'k'),
+                                                  std::string(63, 'p') + "." + std::string(63, 'p') + "." +
+                                                      std::string(63, 'p') + "." + std::string(62, 'p') + "/n",
                                                   std::string(64, 'p') + ".com/n",
-                                                  "caf\xc3\xa9", "a:b"}) {
+                                                  "caf\xc3\xa9",
+                                                  "a:b"}) {
     CAPTURE(bad);
     CHECK_FALSE(is_label_key(bad));
   }

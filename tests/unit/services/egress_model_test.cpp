@@ -55,8 +55,9 @@ class Generator {
   bool chance(int percent) { return pick(100) < percent; }
 
   ctrl::EgressSpec spec() {
-    static const char* addrs[] = {"203.0.113.1:1080", "203.0.113.2:1080", "proxy.example:1080",
-                                  "nxdomain.example:1080", "10.0.0.1:1080", "mixed.example:1080", "no-port"};
+    static const char* addrs[] = {
+        "203.0.113.1:1080",   "203.0.113.2:1080", "proxy.example:1080", "nxdomain.example:1080", "10.0.0.1:1080",
+        "mixed.example:1080", "no-port"};
     ctrl::EgressSpec s;
     if (chance(5)) return s;  // no protocol branch
     s.mutable_socks5()->set_address(addrs[pick(chance(85) ? 4 : 7)]);
@@ -198,7 +199,7 @@ TEST_CASE("Model: a seeded random sequence of Egress writes matches the model, r
       }
       history.emplace_back(
           [&h, r] {
-            return outcome_of(h.call<ctrl::DeleteEgressResponse>("kibotos.ctrl.v1.EgressService/DeleteEgress", r));
+        return outcome_of(h.call<ctrl::DeleteEgressResponse>("kibotos.ctrl.v1.EgressService/DeleteEgress", r));
           },
           outcome_of(got));
     } else if (op < 85) {
@@ -210,8 +211,8 @@ TEST_CASE("Model: a seeded random sequence of Egress writes matches the model, r
       uint64_t cur = it == m.live.end() ? 1 : it->second.e.labels_revision();
       r.set_expected_labels_revision(g.chance(80) ? cur : cur + 1);
       auto got = h.labels(r);
-      Code want = !labels_valid(r.labels())       ? Code::invalid_argument
-                  : it == m.live.end()            ? Code::not_found
+      Code want = !labels_valid(r.labels())             ? Code::invalid_argument
+                  : it == m.live.end()                  ? Code::not_found
                   : r.expected_labels_revision() != cur ? Code::aborted
                                                         : Code::ok;
       REQUIRE(code_of(got) == want);
@@ -241,8 +242,8 @@ TEST_CASE("Model: a seeded random sequence of Egress writes matches the model, r
       }
     }
     // What the data plane would dial with: the runtime's copy has the password.
-    if (auto rev = h.runtime.last_published(); rev && m.live.count(rev->egress_id) &&
-                                               m.live[rev->egress_id].e.revision() == rev->revision)
+    if (auto rev = h.runtime.last_published();
+        rev && m.live.count(rev->egress_id) && m.live[rev->egress_id].e.revision() == rev->revision)
       CHECK(rev->spec.socks5().password() == m.live[rev->egress_id].password);
   }
 }

@@ -55,8 +55,9 @@ TEST_CASE("Reads return the selected protocol branch") {
 
 TEST_CASE("Endpoint checks: address is host:port with a port from 1 to 65535") {
   Harness h;
-  for (std::string bad : std::vector<std::string>{"", "203.0.113.5", "203.0.113.5:0", "203.0.113.5:65536", "[2001:4860::1", "bad host:80",
-                          "a..b:80", std::string(254, 'a') + ":80", "-a.example:80"}) {
+  for (std::string bad :
+       std::vector<std::string>{"", "203.0.113.5", "203.0.113.5:0", "203.0.113.5:65536", "[2001:4860::1", "bad host:80",
+                                "a..b:80", std::string(254, 'a') + ":80", "-a.example:80"}) {
     CAPTURE(bad);
     CHECK(code_of(h.create_egress(socks5(bad))) == Code::invalid_argument);
   }
@@ -68,10 +69,10 @@ TEST_CASE("Endpoint checks: address is host:port with a port from 1 to 65535") {
 
 TEST_CASE("Endpoint checks: an IP literal in a special-purpose range is invalid_argument") {
   Harness h;
-  for (const char* bad : {"10.0.0.1:1080", "127.0.0.1:1080", "192.168.1.1:1080", "100.64.0.1:1080",
-                          "169.254.1.1:1080", "198.51.100.1:1080", "224.0.0.1:1080", "0.0.0.0:1080",
-                          "[::1]:1080", "[fc00::1]:1080", "[fe80::1]:1080", "[::ffff:10.0.0.1]:1080",
-                          "[64:ff9b::a00:1]:1080", "[2002::1]:1080", "[2001:0::1]:1080", "[2001:db8::1]:1080"}) {
+  for (const char* bad : {"10.0.0.1:1080", "127.0.0.1:1080", "192.168.1.1:1080", "100.64.0.1:1080", "169.254.1.1:1080",
+                          "198.51.100.1:1080", "224.0.0.1:1080", "0.0.0.0:1080", "[::1]:1080", "[fc00::1]:1080",
+                          "[fe80::1]:1080", "[::ffff:10.0.0.1]:1080", "[64:ff9b::a00:1]:1080", "[2002::1]:1080",
+                          "[2001:0::1]:1080", "[2001:db8::1]:1080"}) {
     CAPTURE(bad);
     CHECK(code_of(h.create_egress(socks5(bad))) == Code::invalid_argument);
   }
@@ -124,8 +125,7 @@ TEST_CASE("Credentials: a username without a password, or the reverse, is invali
   CHECK(code_of(h.create_egress(socks5("203.0.113.5:1080", "user", ""))) == Code::invalid_argument);
   CHECK(code_of(h.create_egress(socks5("203.0.113.5:1080", "", "secret"))) == Code::invalid_argument);
   auto e = must_create(h, socks5("203.0.113.5:1080"));
-  CHECK(code_of(h.update_egress(e.egress_id(), 1, socks5("203.0.113.5:1080", "user", ""))) ==
-        Code::invalid_argument);
+  CHECK(code_of(h.update_egress(e.egress_id(), 1, socks5("203.0.113.5:1080", "user", ""))) == Code::invalid_argument);
 }
 
 TEST_CASE("Password is write-only: no create, get, list or update response returns it, nor the command log") {
@@ -149,8 +149,7 @@ TEST_CASE("Password is write-only: no create, get, list or update response retur
 
   // The stored outcomes of the command log hold the responses: no password either.
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2((h.config.state_dir + "/state.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-          SQLITE_OK);
+  REQUIRE(sqlite3_open_v2((h.config.state_dir + "/state.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_stmt* st = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, "SELECT response, message FROM commands", -1, &st, nullptr) == SQLITE_OK);
   int rows = 0;
@@ -426,7 +425,8 @@ TEST_CASE("ListEgresses: a forged or altered page_token is invalid_argument") {
     CAPTURE(bad);
     CHECK(code_of(h.list(r)) == Code::invalid_argument);
   }
-  for (std::string bad : std::vector<std::string>{"x", "0", token + "00", token.substr(2), std::string(token.size(), 'z')}) {
+  for (std::string bad :
+       std::vector<std::string>{"x", "0", token + "00", token.substr(2), std::string(token.size(), 'z')}) {
     r.set_page_token(bad);
     CHECK(code_of(h.list(r)) == Code::invalid_argument);
   }

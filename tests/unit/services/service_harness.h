@@ -93,8 +93,10 @@ class RecordingRuntime final : public Runtime {
     std::lock_guard<std::mutex> g(mu_);
     ctrl::NetworkPolicyStatus s;
     auto it = applied_.find(id);
-    if (it != applied_.end()) s.set_applied_revision(it->second);
-    else s.set_error("workspace is not attached");  // as the data plane says
+    if (it != applied_.end())
+      s.set_applied_revision(it->second);
+    else
+      s.set_error("workspace is not attached");  // as the data plane says
     return s;
   }
   RuntimeCounts counts() const override { return {7, 3}; }

@@ -87,7 +87,8 @@ std::optional<store::NetnsKey> stored_key(Harness& h, const std::string& id,
                   if (!k.ok()) return std::move(k).error();
                   key = *k;
                   return {};
-                }).ok());
+                })
+                .ok());
   }
   h.open();
   return key;
@@ -128,8 +129,8 @@ TEST_CASE("CreateWorkspace: stores the Workspace with policy revision 1 and hand
   CHECK(w.network_policy().revision() == 1);
   CHECK(w.created_at().SerializeAsString() == w.updated_at().SerializeAsString());
   CHECK(w.network_policy_status().applied_revision() == 1);
-  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
-                                                       " r1 drain 0"});
+  CHECK(h.runtime.events() ==
+        std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns + " r1 drain 0"});
   auto g = h.get_workspace(w.workspace_id());
   REQUIRE(g.ok());
   CHECK(g->workspace().network_policy().egresses(0).egress_id() == eg);
@@ -239,8 +240,8 @@ TEST_CASE("UpdateNetworkPolicy: the revision moves by one only when the content 
   auto changed = h.update_policy(w.workspace_id(), 1, through(eg));
   REQUIRE(changed.ok());
   CHECK(changed->workspace().network_policy().revision() == 2);
-  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
-                                                       " r2 drain 600"});
+  CHECK(h.runtime.events() ==
+        std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns + " r2 drain 600"});
   CHECK(code_of(h.update_policy(w.workspace_id(), 1, isolated())) == Code::aborted);
   CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 2);
 }
@@ -264,8 +265,8 @@ TEST_CASE("UpdateNetworkPolicy: network_policy.revision is ignored; the server a
   auto c = h.update_policy(w.workspace_id(), 1, changed);
   REQUIRE(c.ok());
   CHECK(c->workspace().network_policy().revision() == 2);
-  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
-                                                       " r2 drain 600"});
+  CHECK(h.runtime.events() ==
+        std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns + " r2 drain 600"});
 }
 
 TEST_CASE("UpdateEgress never changes the revision of a policy that references the Egress") {
@@ -395,9 +396,9 @@ TEST_CASE("DeleteWorkspace: the Workspace is not_found afterwards and the runtim
   auto w = must_create(h, isolated());
   h.runtime.clear();
   REQUIRE(h.delete_workspace(w.workspace_id()).ok());
-  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_deleted " + w.workspace_id(),
-                                                      "leftovers_removed " + std::string(kNetns) + " " +
-                                                          identity(kNetns)});
+  CHECK(h.runtime.events() ==
+        std::vector<std::string>{"workspace_deleted " + w.workspace_id(),
+                                 "leftovers_removed " + std::string(kNetns) + " " + identity(kNetns)});
   CHECK(code_of(h.get_workspace(w.workspace_id())) == Code::not_found);
   CHECK(code_of(h.delete_workspace(w.workspace_id())) == Code::not_found);
   CHECK(code_of(h.update_policy(w.workspace_id(), 1, isolated())) == Code::not_found);
@@ -561,8 +562,9 @@ TEST_CASE("Workspace labels and annotations follow the same CAS rules, never tou
   CHECK(list->workspaces(0).network_policy_status().applied_revision() == 1);
 }
 
-TEST_CASE("CreateWorkspace: labels and annotations that break the label rules are invalid_argument; nothing is "
-          "stored") {
+TEST_CASE(
+    "CreateWorkspace: labels and annotations that break the label rules are invalid_argument; nothing is "
+    "stored") {
   Harness h;
   auto attempt = [&](const std::function<void(ctrl::CreateWorkspaceRequest&)>& edit) {
     ctrl::CreateWorkspaceRequest r;
@@ -637,8 +639,9 @@ TEST_CASE("UpdateWorkspaceLabels: label syntax and the 64-label limit are enforc
   CHECK(ok->workspace().labels_revision() == 2);
 }
 
-TEST_CASE("UpdateWorkspaceAnnotations: key syntax and the 256 KiB limit are enforced; a refused write changes "
-          "nothing") {
+TEST_CASE(
+    "UpdateWorkspaceAnnotations: key syntax and the 256 KiB limit are enforced; a refused write changes "
+    "nothing") {
   Harness h;
   ctrl::CreateWorkspaceRequest c;
   c.set_command_id("create");
@@ -668,8 +671,9 @@ TEST_CASE("UpdateWorkspaceAnnotations: key syntax and the 256 KiB limit are enfo
   CHECK(ok->workspace().annotations_revision() == 2);
 }
 
-TEST_CASE("UpdateWorkspaceAnnotations: CAS on annotations_revision, equal content keeps it, the policy revision never "
-          "moves") {
+TEST_CASE(
+    "UpdateWorkspaceAnnotations: CAS on annotations_revision, equal content keeps it, the policy revision never "
+    "moves") {
   Harness h;
   ctrl::CreateWorkspaceRequest c;
   c.set_command_id("create");
@@ -767,8 +771,8 @@ TEST_CASE("UpdateNetworkPolicy: expected_revision is required; drain_seconds 0 t
   r.set_command_id("drain-ok");
   r.set_drain_seconds(0);
   REQUIRE(h.call<ctrl::UpdateNetworkPolicyResponse>(path, r).ok());
-  CHECK(h.runtime.events() == std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns +
-                                                       " r2 drain 0"});
+  CHECK(h.runtime.events() ==
+        std::vector<std::string>{"workspace_applied " + w.workspace_id() + " " + kNetns + " r2 drain 0"});
 }
 
 TEST_CASE("CreateWorkspace: a retry with the same command ID returns the first Workspace, not a second one") {

@@ -51,7 +51,9 @@ TEST_CASE("Store: creates the state dir 0700 and the database 0600, WAL mode") {
   auto s = must_open(dir);
   CHECK(mode_of(dir) == 0700);
   CHECK(mode_of(dir + "/state.db") == 0600);
-  REQUIRE(s->write([](Transaction& txn) -> Status { return txn.insert(Kind::egress, "eg-1", "x").ok() ? Status() : Status(Error{}); }).ok());
+  REQUIRE(s->write([](Transaction& txn) -> Status {
+             return txn.insert(Kind::egress, "eg-1", "x").ok() ? Status() : Status(Error{});
+           }).ok());
   CHECK(mode_of(dir + "/state.db-wal") == 0600);
   auto db = SqliteDb::open(dir + "/state.db");
   REQUIRE(db.ok());
@@ -83,15 +85,15 @@ TEST_CASE("Store: migrates a version-1 file forward, keeping its data") {
   }
   auto s = must_open(t.path());
   REQUIRE(s->read([](Transaction& txn) -> Status {
-    auto row = txn.get(Kind::egress, "eg-old");
-    REQUIRE(row.ok());
-    REQUIRE(row->has_value());
-    CHECK((*row)->body == std::string("\x01\x02", 2));
-    // Version 2's columns and tables are there.
-    CHECK(txn.set_refs("ws-1", {{"eg-old", true}}).ok());
-    CHECK(*txn.egress_referenced("eg-old", true));
-    return {};
-  }).ok());
+             auto row = txn.get(Kind::egress, "eg-old");
+             REQUIRE(row.ok());
+             REQUIRE(row->has_value());
+             CHECK((*row)->body == std::string("\x01\x02", 2));
+             // Version 2's columns and tables are there.
+             CHECK(txn.set_refs("ws-1", {{"eg-old", true}}).ok());
+             CHECK(*txn.egress_referenced("eg-old", true));
+             return {};
+           }).ok());
   s.reset();
   auto db = SqliteDb::open(t.path() + "/state.db");
   CHECK(*current_schema_version(*db) == latest_schema_version());
@@ -119,16 +121,18 @@ TEST_CASE("Store: a failed write transaction leaves nothing behind") {
   });
   CHECK(st.error().code == Code::aborted);
   REQUIRE(s->read([](Transaction& txn) -> Status {
-    CHECK_FALSE(txn.get(Kind::egress, "eg-1")->has_value());
-    return {};
-  }).ok());
+             CHECK_FALSE(txn.get(Kind::egress, "eg-1")->has_value());
+             return {};
+           }).ok());
 }
 
 TEST_CASE("Store: a write is on disk when it returns; commits made before one sync share it") {
   TempDir t;
   auto s = must_open(t.path());
   auto insert = [](const std::string& id) {
-    return [id](Transaction& txn) -> Status { return txn.insert(Kind::egress, id, "x").ok() ? Status() : Status(Error{}); };
+    return [id](Transaction& txn) -> Status {
+      return txn.insert(Kind::egress, id, "x").ok() ? Status() : Status(Error{});
+    };
   };
   const uint64_t before = s->syncs();
   REQUIRE(s->write(insert("eg-1")).ok());
@@ -147,52 +151,57 @@ TEST_CASE("Store: a write is on disk when it returns; commits made before one sy
   CHECK(failed.error().code == Code::aborted);
   s.reset();
   auto again = must_open(t.path());
-  REQUIRE(again->read([](Transaction& txn) -> Status {
-    for (const char* id : {"eg-1", "eg-2", "eg-3"}) CHECK(txn.get(Kind::egress, id)->has_value());
-    return {};
-  }).ok());
+  REQUIRE(again
+              ->read([](Transaction& txn) -> Status {
+                for (const char* id : {"eg-1", "eg-2", "eg-3"}) CHECK(txn.get(Kind::egress, id)->has_value());
+                return {};
+              })
+              .ok());
 }
 
 TEST_CASE("Store: a savepoint undoes only what its function wrote") {
   TempDir t;
   auto s = must_open(t.path());
   REQUIRE(s->write([](Transaction& txn) -> Status {
-    REQUIRE(txn.insert(Kind::egress, "eg-kept", "x").ok());
-    Status inner = txn.savepoint([&]() -> Status {
-      REQUIRE(txn.insert(Kind::egress, "eg-undone", "y").ok());
-      return Error{Code::not_found, "x"};
-    });
-    CHECK(inner.error().code == Code::not_found);
-    return {};
-  }).ok());
+             REQUIRE(txn.insert(Kind::egress, "eg-kept", "x").ok());
+             Status inner = txn.savepoint([&]() -> Status {
+               REQUIRE(txn.insert(Kind::egress, "eg-undone", "y").ok());
+               return Error{Code::not_found, "x"};
+             });
+             CHECK(inner.error().code == Code::not_found);
+             return {};
+           }).ok());
   REQUIRE(s->read([](Transaction& txn) -> Status {
-    CHECK(txn.get(Kind::egress, "eg-kept")->has_value());
-    CHECK_FALSE(txn.get(Kind::egress, "eg-undone")->has_value());
-    return {};
-  }).ok());
+             CHECK(txn.get(Kind::egress, "eg-kept")->has_value());
+             CHECK_FALSE(txn.get(Kind::egress, "eg-undone")->has_value());
+             return {};
+           }).ok());
 }
 
 TEST_CASE("Store: resources are listed in creation order, deleted ones are gone to every read") {
   TempDir t;
   auto s = must_open(t.path());
   REQUIRE(s->write([](Transaction& txn) -> Status {
-    for (const char* id : {"eg-c", "eg-a", "eg-b"}) REQUIRE(txn.insert(Kind::egress, id, id).ok());
-    REQUIRE(txn.insert(Kind::workspace, "ws-1", "w", NetnsKey{1, 2}).ok());
-    return txn.mark_deleted(Kind::egress, "eg-a");
-  }).ok());
+             for (const char* id : {"eg-c", "eg-a", "eg-b"}) REQUIRE(txn.insert(Kind::egress, id, id).ok());
+             REQUIRE(txn.insert(Kind::workspace, "ws-1", "w", NetnsKey{1, 2}).ok());
+             return txn.mark_deleted(Kind::egress, "eg-a");
+           }).ok());
   REQUIRE(s->read([](Transaction& txn) -> Status {
-    std::vector<std::string> ids;
-    REQUIRE(txn.scan(Kind::egress, 0, [&](ResourceRow&& r) {
+             std::vector<std::string> ids;
+             REQUIRE(txn.scan(
+                            Kind::egress, 0,
+                            [&](ResourceRow&& r) {
       ids.push_back(r.id);
       return true;
-    }).ok());
-    CHECK(ids == std::vector<std::string>{"eg-c", "eg-b"});
-    CHECK_FALSE(txn.get(Kind::egress, "eg-a")->has_value());
-    CHECK(*txn.count(Kind::egress) == 2);
-    CHECK(*txn.netns_attached(NetnsKey{1, 2}));
-    CHECK_FALSE(*txn.netns_attached(NetnsKey{1, 3}));
-    return {};
-  }).ok());
+                            })
+                         .ok());
+             CHECK(ids == std::vector<std::string>{"eg-c", "eg-b"});
+             CHECK_FALSE(txn.get(Kind::egress, "eg-a")->has_value());
+             CHECK(*txn.count(Kind::egress) == 2);
+             CHECK(*txn.netns_attached(NetnsKey{1, 2}));
+             CHECK_FALSE(*txn.netns_attached(NetnsKey{1, 3}));
+             return {};
+           }).ok());
 }
 
 TEST_CASE("Store: the page-token secret is generated once and kept across restarts") {
@@ -212,28 +221,28 @@ TEST_CASE("Store: command records survive a reopen and are pruned by age") {
   {
     auto s = must_open(t.path());
     REQUIRE(s->write([](Transaction& txn) -> Status {
-      CommandRecord r{"c-old", "M", std::string(32, 'f'), 0, "", "resp", 1000};
-      KIB_TRY(txn.record_command(r));
-      r.command_id = "c-new";
-      r.created_ms = 5000;
-      r.code = 10;
-      r.message = "aborted";
-      return txn.record_command(r);
-    }).ok());
+               CommandRecord r{"c-old", "M", std::string(32, 'f'), 0, "", "resp", 1000};
+               KIB_TRY(txn.record_command(r));
+               r.command_id = "c-new";
+               r.created_ms = 5000;
+               r.code = 10;
+               r.message = "aborted";
+               return txn.record_command(r);
+             }).ok());
   }
   auto s = must_open(t.path());
   REQUIRE(s->write([](Transaction& txn) -> Status {
-    auto old = txn.find_command("c-old");
-    REQUIRE(old->has_value());
-    CHECK((*old)->response == "resp");
-    KIB_TRY(txn.prune_commands(2000));
-    CHECK_FALSE(txn.find_command("c-old")->has_value());
-    auto kept = txn.find_command("c-new");
-    REQUIRE(kept->has_value());
-    CHECK((*kept)->code == 10);
-    CHECK((*kept)->message == "aborted");
-    return {};
-  }).ok());
+             auto old = txn.find_command("c-old");
+             REQUIRE(old->has_value());
+             CHECK((*old)->response == "resp");
+             KIB_TRY(txn.prune_commands(2000));
+             CHECK_FALSE(txn.find_command("c-old")->has_value());
+             auto kept = txn.find_command("c-new");
+             REQUIRE(kept->has_value());
+             CHECK((*kept)->code == 10);
+             CHECK((*kept)->message == "aborted");
+             return {};
+           }).ok());
 }
 
 TEST_CASE("Store: random IDs are opaque, prefixed, and distinct") {

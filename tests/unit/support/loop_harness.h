@@ -4,8 +4,8 @@
 // unbounded wait), a non-blocking loopback "guest" and an fd count for leak checks.
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -85,7 +85,8 @@ struct TestLoop {
   }
   template <typename P>
   bool drive(P pred, int cap_ms = 5000) {
-    return drive(pred, [] {}, cap_ms);
+    return drive(
+        pred, [] {}, cap_ms);
   }
   // Real time passes for ms while the loop runs (for what the test cannot observe).
   void settle(int ms) {

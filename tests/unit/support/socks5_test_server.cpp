@@ -62,8 +62,10 @@ struct Stream {
   }
   bool write_all(const std::string& s) { return write_all(s.data(), s.size()); }
   void shut_write() {
-    if (ssl != nullptr) SSL_shutdown(ssl);
-    else ::shutdown(fd, SHUT_WR);
+    if (ssl != nullptr)
+      SSL_shutdown(ssl);
+    else
+      ::shutdown(fd, SHUT_WR);
   }
 };
 
@@ -160,7 +162,8 @@ void Socks5TestServer::relay_udp(int control, int udp) {
     socklen_t len = sizeof from;
     ssize_t n = ::recvfrom(udp, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
     if (n <= 0) continue;
-    const bool from_client = !have_client || (from.sin_port == client.sin_port && from.sin_addr.s_addr == client.sin_addr.s_addr);
+    const bool from_client =
+        !have_client || (from.sin_port == client.sin_port && from.sin_addr.s_addr == client.sin_addr.s_addr);
     if (from_client && n >= 10 && buf[0] == 0 && buf[1] == 0 && buf[2] == 0 && buf[3] == 1) {
       client = from;
       have_client = true;
@@ -282,8 +285,8 @@ void Socks5TestServer::serve(int fd) {
     if (!s.read_exact(port, 2)) return false;
     {
       std::lock_guard lk(mu_);
-      seen_.last_destination =
-          (req[3] == 4 ? "[" + std::string(text) + "]" : std::string(text)) + ":" + std::to_string(port[0] << 8 | port[1]);
+      seen_.last_destination = (req[3] == 4 ? "[" + std::string(text) + "]" : std::string(text)) + ":" +
+                               std::to_string(port[0] << 8 | port[1]);
     }
     if (script_.handshake == Socks5Script::Handshake::stall_request) {
       drain_until_eof(false);
@@ -365,8 +368,8 @@ void Socks5TestServer::serve(int fd) {
         if (!s.read_exact(len, 2)) break;
         std::string q(static_cast<size_t>(len[0] << 8 | len[1]), '\0');
         if (!s.read_exact(q.data(), q.size()) || q.size() < 12) break;
-        q[2] = static_cast<char>(q[2] | 0x80);  // QR
-        q[3] = static_cast<char>(0x80);         // RA, NOERROR
+        q[2] = static_cast<char>(q[2] | 0x80);                       // QR
+        q[3] = static_cast<char>(0x80);                              // RA, NOERROR
         for (int i = 6; i < 12; ++i) q[static_cast<size_t>(i)] = 0;  // no records
         const uint8_t out_len[2] = {len[0], len[1]};
         if (!s.write_all(out_len, 2) || !s.write_all(q)) break;
@@ -390,8 +393,10 @@ void Socks5TestServer::serve(int fd) {
       const size_t n = std::min(out.size(), total - sent);
       for (size_t i = 0; i < n; ++i) out[i] = pattern(sent + i);
       ssize_t w = ::send(fd, out.data(), n, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w > 0) sent += static_cast<size_t>(w);
-      else if (w < 0 && errno != EAGAIN) break;
+      if (w > 0)
+        sent += static_cast<size_t>(w);
+      else if (w < 0 && errno != EAGAIN)
+        break;
       if (sent == total) ::shutdown(fd, SHUT_WR);
     }
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {

@@ -34,13 +34,13 @@ struct Socks5Script {
     none,               // no SOCKS5 at all: a plain destination (e.g. a TCP resolver)
   };
   enum class Then {
-    echo,            // echoes until EOF, then shuts its side
-    send_and_shut,   // sends `greeting_bytes`, shuts its side, reads until EOF
-    reply_after_eof, // reads until EOF, then sends `greeting_bytes` and shuts its side
-    rst_after_read,  // reads at least one byte, then resets
-    hold,            // reads until EOF, never writes
-    bulk,            // sends bulk_bytes of a pattern while reading as many (checked), then shuts
-    dns,             // DNS over TCP: answers each framed query (same ID, QR set, NOERROR, no records)
+    echo,             // echoes until EOF, then shuts its side
+    send_and_shut,    // sends `greeting_bytes`, shuts its side, reads until EOF
+    reply_after_eof,  // reads until EOF, then sends `greeting_bytes` and shuts its side
+    rst_after_read,   // reads at least one byte, then resets
+    hold,             // reads until EOF, never writes
+    bulk,             // sends bulk_bytes of a pattern while reading as many (checked), then shuts
+    dns,              // DNS over TCP: answers each framed query (same ID, QR set, NOERROR, no records)
   };
   Handshake handshake = Handshake::answer;
   bool require_auth = false;  // offers only user/pass (method 2) and checks these
@@ -55,20 +55,20 @@ struct Socks5Script {
 
 // What the server saw, over all its connections.
 struct Socks5Seen {
-  int connections = 0;       // accepted
-  int handshakes_done = 0;   // CONNECT answered with success
-  int auth_failures = 0;     // wrong credentials
-  int tls_resumed = 0;       // TLS handshakes that resumed a session
-  int tls_full = 0;          // full TLS handshakes
+  int connections = 0;                // accepted
+  int handshakes_done = 0;            // CONNECT answered with success
+  int auth_failures = 0;              // wrong credentials
+  int tls_resumed = 0;                // TLS handshakes that resumed a session
+  int tls_full = 0;                   // full TLS handshakes
   std::vector<uint8_t> last_methods;  // methods the last greeting offered
   std::string last_destination;       // "ip:port" of the last request
   std::string received;               // bytes read after CONNECT (except bulk)
   bool peer_eof = false;              // the client's FIN reached the destination
   bool bulk_ok = false;               // bulk: every byte arrived and matched
   size_t bulk_received = 0;
-  int dns_queries = 0;  // dns: framed queries answered
+  int dns_queries = 0;    // dns: framed queries answered
   int udp_datagrams = 0;  // UDP ASSOCIATE: client datagrams relayed to their destination
-  int finished = 0;  // connections whose handling ended
+  int finished = 0;       // connections whose handling ended
 };
 
 class Socks5TestServer {

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/uring/step_clock.h"
 #include "uring/loop.h"
 #include "uring/probe.h"
-#include "tests/unit/uring/step_clock.h"
 
 using namespace kib::uring;
 

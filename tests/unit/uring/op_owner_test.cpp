@@ -1,7 +1,7 @@
 // The one operation-owner lifecycle (op_owner.h), the one intrusive list and the one
 // socket handle, on a real ring.
-#include <doctest/doctest.h>
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
