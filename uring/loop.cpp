@@ -117,11 +117,12 @@ void Loop::run_posted() {
   for (auto& fn : batch) fn();
 }
 
+// The wake-up is written under the lock too: the loop runs fn only after taking the
+// lock, so fn (which may stop the loop, and its thread then destroy it) cannot run
+// before the write is done with the eventfd (TSan saw the fd closed under the write).
 void Loop::post(std::function<void()> fn) {
-  {
-    std::lock_guard lk(posted_mu_);
-    posted_.push_back(std::move(fn));
-  }
+  std::lock_guard lk(posted_mu_);
+  posted_.push_back(std::move(fn));
   if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) {
     uint64_t one = 1;
     ssize_t w = ::write(event_fd_.get(), &one, sizeof one);
