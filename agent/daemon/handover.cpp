@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "agent/common/errno_error.h"
+#include "agent/common/unix_address.h"
 
 namespace kib::daemon {
 namespace {
@@ -18,14 +19,6 @@ namespace {
 constexpr const char* kMagic = "kibotos-handover";
 constexpr size_t kMaxFds = 8;
 constexpr size_t kMaxMessage = 4096;
-
-Result<sockaddr_un> address(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return Error{Code::invalid_argument, "handover socket path too long: " + path};
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  return a;
-}
 
 }  // namespace
 
@@ -97,7 +90,7 @@ Result<HandoverMessage> receive_handover(int sock, std::chrono::milliseconds tim
 Result<HandoverListener> HandoverListener::open(const std::string& state_dir) {
   HandoverListener l;
   l.path_ = handover_socket_path(state_dir);
-  KIB_TRY_ASSIGN(auto a, address(l.path_));
+  KIB_TRY_ASSIGN(auto a, unix_address(l.path_));
   if (::unlink(l.path_.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove stale " + l.path_);
   l.fd_ = UniqueFd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!l.fd_) return errno_error("socket(AF_UNIX, SOCK_SEQPACKET)");
@@ -122,7 +115,7 @@ void HandoverListener::close() {
 
 Result<std::optional<UniqueFd>> connect_handover(const std::string& state_dir) {
   const std::string path = handover_socket_path(state_dir);
-  KIB_TRY_ASSIGN(auto a, address(path));
+  KIB_TRY_ASSIGN(auto a, unix_address(path));
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd) return errno_error("socket(AF_UNIX, SOCK_SEQPACKET)");
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {

@@ -12,17 +12,10 @@
 #include <vector>
 
 #include "agent/common/errno_error.h"
+#include "agent/common/unix_address.h"
 
 namespace kib::api {
 namespace {
-
-Result<sockaddr_un> make_address(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return Error{Code::invalid_argument, "socket path too long: " + path};
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
 
 Status make_parent_dir(const std::string& path) {
   std::error_code ec;
@@ -71,7 +64,7 @@ Result<gid_t> lookup_group(const std::string& name) {
 Result<UnixListener> UnixListener::open(const ApiConfig& api) {
   UnixListener l;
   l.path_ = api.unix_socket;
-  KIB_TRY_ASSIGN(auto addr, make_address(l.path_));
+  KIB_TRY_ASSIGN(auto addr, unix_address(l.path_));
   KIB_TRY(make_parent_dir(l.path_));
   KIB_TRY_ASSIGN(auto lock, take_lock(l.path_));
   l.lock_ = std::move(lock);

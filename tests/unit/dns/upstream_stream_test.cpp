@@ -29,10 +29,7 @@ using Handshake = Socks5Script::Handshake;
 
 namespace {
 
-const kib::test::Cert& cert() {
-  static auto c = kib::test::make_cert("socks.test", "DNS:socks.test,IP:127.0.0.1");
-  return *c;
-}
+const kib::test::Cert& cert() { return kib::test::socks_server_cert(); }
 
 struct Events final : StreamEvents {
   int ready = 0;

@@ -32,10 +32,7 @@ using Handshake = Socks5Script::Handshake;
 
 namespace {
 
-const kib::test::Cert& cert() {
-  static auto c = kib::test::make_cert("socks.test", "DNS:socks.test,IP:127.0.0.1");
-  return *c;
-}
+const kib::test::Cert& cert() { return kib::test::socks_server_cert(); }
 
 struct Observer final : ConnectionObserver {
   explicit Observer(kib::uring::Loop& l) : loop(l) {}
@@ -115,6 +112,36 @@ struct World {
   }
   std::string guest_dst() const { return "127.0.0.1:" + std::to_string(listener.port()); }
 };
+
+// A guest sends n bytes of the server's pattern with its FIN after them and reads
+// until the end; checks that the same n bytes came back. The pipes open before and,
+// at most, meanwhile (a splice pipe shows there).
+struct Sent {
+  std::unique_ptr<Guest> guest;
+  int pipes_before = 0;
+  int max_pipes = 0;
+};
+Sent send_pattern(World& w, size_t n) {
+  std::string data(n, '\0');
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
+  Sent out;
+  out.pipes_before = out.max_pipes = kib::test::count_pipes();  // stdout may be one
+  out.guest = w.connect();
+  Guest& g = *out.guest;
+  g.send(data, true);
+  int rounds = 0;
+  REQUIRE(w.drive(
+      g,
+      [&] {
+    if (++rounds % 8 == 0) out.max_pipes = std::max(out.max_pipes, kib::test::count_pipes());
+    return g.eof || g.error != 0;
+      },
+      8000));
+  CHECK(g.error == 0);
+  CHECK(g.in.size() == n);
+  CHECK((g.in == data));
+  return out;
+}
 
 struct Case {
   const char* name;
@@ -323,22 +350,9 @@ const std::vector<Case>& cases() {
        }(),
        [](World& w) {
     const size_t n = 2u << 20;
-    std::string data(n, '\0');
-    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
-    const int pipes_before = kib::test::count_pipes();  // stdout may be one
-    auto g = w.connect();
-    g->send(data, true);
-    int max_pipes = pipes_before, rounds = 0;
-    REQUIRE(w.drive(
-        *g,
-        [&] {
-      if (++rounds % 8 == 0) max_pipes = std::max(max_pipes, kib::test::count_pipes());
-      return g->eof || g->error != 0;
-        },
-        8000));
-    CHECK(g->error == 0);
-    CHECK(g->in.size() == n);
-    CHECK((g->in == data));
+    Sent sent = send_pattern(w, n);
+    auto& g = sent.guest;
+    const int pipes_before = sent.pipes_before, max_pipes = sent.max_pipes;
     CHECK(max_pipes == pipes_before);
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
       },
@@ -470,22 +484,9 @@ const std::vector<Case>& cases() {
        }(),
        [](World& w) {
     const size_t n = 8u << 20;
-    std::string data(n, '\0');
-    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
-    const int pipes_before = kib::test::count_pipes();  // stdout may be one
-    auto g = w.connect();
-    g->send(data, true);
-    int max_pipes = pipes_before, rounds = 0;
-    REQUIRE(w.drive(
-        *g,
-        [&] {
-      if (++rounds % 8 == 0) max_pipes = std::max(max_pipes, kib::test::count_pipes());
-      return g->eof || g->error != 0;
-        },
-        8000));
-    CHECK(g->error == 0);
-    CHECK(g->in.size() == n);
-    CHECK((g->in == data));
+    Sent sent = send_pattern(w, n);
+    auto& g = sent.guest;
+    const int pipes_before = sent.pipes_before, max_pipes = sent.max_pipes;
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
     REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
     CHECK(w.server.seen().bulk_received == n);

@@ -85,4 +85,11 @@ class Server {
   BIO* out_;
 };
 
+// The in-process SOCKS5 server's certificate (socks.test and 127.0.0.1), made once
+// per test program.
+inline const Cert& socks_server_cert() {
+  static auto c = make_cert("socks.test", "DNS:socks.test,IP:127.0.0.1");
+  return *c;
+}
+
 }  // namespace kib::test
