@@ -46,6 +46,8 @@ class SocketHandle {
   int slot() const { return slot_; }
   // A slot's socket got a plain fd (IORING_OP_FIXED_FD_INSTALL's result).
   void set_fd(UniqueFd fd) { fd_ = std::move(fd); }
+  // Gives up the plain fd (the socket lives on in it); a slot stays until close().
+  UniqueFd take_fd() { return std::move(fd_); }
   // Points an SQE at the socket, by its slot when it has one. After the prep helper.
   void aim(io_uring_sqe* s) const {
     if (slot_ >= 0) {

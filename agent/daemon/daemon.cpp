@@ -24,6 +24,7 @@
 #include "agent/daemon/handover.h"
 #include "agent/daemon/logging.h"
 #include "agent/daemon/options.h"
+#include "agent/daemon/relay_handover.h"
 #include "agent/daemon/signals.h"
 #include "agent/daemon/wiring.h"
 
@@ -124,6 +125,7 @@ HandOver hand_over(UniqueFd peer, const Config& config, api::HttpServer& server,
     return HandOver::failed;
   }
   wiring.runtime->stop_accepting();
+  send_relays(std::move(peer), *wiring.runtime, std::chrono::seconds(30));
   return HandOver::handed_over;
 }
 
@@ -250,7 +252,9 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
     // Before the old agent may exit: systemd must not take its end for the service's.
     sd_notifyf(0, "MAINPID=%lu", static_cast<unsigned long>(::getpid()));
     // The old agent now closes its Workspace listeners; ours took their place.
-    if (auto st = send_handover(taken->peer.get(), "ready"); !st.ok())
+    if (auto st = send_handover(taken->peer.get(), "ready"); st.ok())
+      receive_relays(taken->peer.get(), *wiring->runtime);
+    else
       spdlog::warn("could not tell the old agent: {}", st.error().message);
     taken.reset();
   }

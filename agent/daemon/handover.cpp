@@ -18,15 +18,27 @@ namespace {
 
 constexpr const char* kMagic = "kibotos-handover";
 constexpr size_t kMaxFds = 8;
-constexpr size_t kMaxMessage = 4096;
+
+// A moved relay's message is far above the default socket buffer (it bounds a
+// SEQPACKET message); sends time out rather than hang on a peer that stopped reading.
+void size_for_handover(int fd) {
+  const int bytes = 2 * static_cast<int>(kMaxHandoverMessage);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  const timeval t{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+}
 
 }  // namespace
 
 std::string handover_socket_path(const std::string& state_dir) { return state_dir + "/handover.sock"; }
 
-Status send_handover(int sock, const std::string& op, const std::string& detail, const std::vector<int>& fds) {
+Status send_handover(int sock, const std::string& op, const std::string& detail, const std::vector<int>& fds,
+                     const std::string& payload) {
   std::string text = std::string(kMagic) + " " + std::to_string(kHandoverVersion) + " " + op;
   if (!detail.empty()) text += " " + detail;
+  if (!payload.empty()) text += "\n" + payload;
+  if (text.size() > kMaxHandoverMessage) return Error{Code::internal, "handover: " + op + " message too long"};
   iovec iov{text.data(), text.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -52,8 +64,8 @@ Result<HandoverMessage> receive_handover(int sock, std::chrono::milliseconds tim
   if (ready < 0) return errno_error("handover: poll", errno, Code::unavailable);
   if (ready == 0)
     return Error{Code::unavailable, "handover: no answer within " + std::to_string(timeout.count()) + " ms"};
-  char buf[kMaxMessage];
-  iovec iov{buf, sizeof buf};
+  std::string buf(kMaxHandoverMessage, '\0');
+  iovec iov{buf.data(), buf.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -74,7 +86,13 @@ Result<HandoverMessage> receive_handover(int sock, std::chrono::milliseconds tim
   }
   if (n == 0) return Error{Code::unavailable, "handover: the other agent closed the connection"};
   if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) return Error{Code::invalid_argument, "handover: message truncated"};
-  std::istringstream words(std::string(buf, static_cast<size_t>(n)));
+  buf.resize(static_cast<size_t>(n));
+  const size_t eol = buf.find('\n');
+  if (eol != std::string::npos) {
+    out.payload = buf.substr(eol + 1);
+    buf.resize(eol);
+  }
+  std::istringstream words(buf);
   std::string magic;
   int version = 0;
   if (!(words >> magic >> version) || magic != kMagic)
@@ -105,7 +123,11 @@ Result<HandoverListener> HandoverListener::open(const std::string& state_dir) {
 
 HandoverListener::~HandoverListener() { close(); }
 
-UniqueFd HandoverListener::accept() const { return UniqueFd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC)); }
+UniqueFd HandoverListener::accept() const {
+  UniqueFd fd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (fd) size_for_handover(fd.get());
+  return fd;
+}
 
 void HandoverListener::close() {
   if (!fd_) return;
@@ -118,6 +140,7 @@ Result<std::optional<UniqueFd>> connect_handover(const std::string& state_dir) {
   KIB_TRY_ASSIGN(auto a, unix_address(path));
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd) return errno_error("socket(AF_UNIX, SOCK_SEQPACKET)");
+  size_for_handover(fd.get());
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     if (errno == ENOENT || errno == ECONNREFUSED) return std::optional<UniqueFd>{};
     return errno_error("cannot connect to " + path);

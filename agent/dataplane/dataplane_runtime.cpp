@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <set>
 #include <thread>
 
@@ -109,6 +110,7 @@ DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& atta
   worker_opts_.max_connections = config.dataplane.max_connections;
   worker_opts_.max_connections_per_workspace = config.dataplane.max_connections_per_workspace;
   worker_opts_.total_connections = &total_connections_;
+  worker_opts_.inherited_connections = &inherited_connections_;
   worker_opts_.address_policy = &address_policy_;
   worker_opts_.resolver.servers = config.egress.resolvers;
   worker_opts_.resolver.timeout = config.egress.resolve_timeout;
@@ -358,8 +360,44 @@ void DataplaneRuntime::stop_accepting() {
   if (dns_) dns_->stop_accepting();
 }
 
+void DataplaneRuntime::move_connections(const MovedSink& sink, std::chrono::milliseconds timeout) {
+  struct Left {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t workers = 0;
+  };
+  auto left = std::make_shared<Left>();
+  left->workers = workers_.size();
+  for (auto& w : workers_) {
+    w->move_connections(
+        [sink](const std::string& id, relay::MovedRelay m) {
+      sink({id, std::move(m)});
+        },
+        [left] {
+      std::lock_guard lk(left->mu);
+      if (--left->workers == 0) left->cv.notify_all();
+    });
+  }
+  std::unique_lock lk(left->mu);
+  if (!left->cv.wait_for(lk, timeout, [&] { return left->workers == 0; }))
+    spdlog::warn("take-over: {} data-plane loops still moving connections after {} ms", left->workers, timeout.count());
+}
+
+void DataplaneRuntime::adopt_connection(MovedConnection moved) {
+  std::vector<unsigned> loops;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = workspaces_.find(moved.workspace_id); it != workspaces_.end()) loops = it->second.loops;
+  }
+  // Any loop knows every Workspace; one of its accepting loops keeps its load together.
+  const unsigned n = next_adopting_.fetch_add(1, std::memory_order_relaxed);
+  const unsigned i = loops.empty() ? n % static_cast<unsigned>(workers_.size()) : loops[n % loops.size()];
+  workers_[i]->adopt(std::move(moved.workspace_id), std::make_shared<relay::MovedRelay>(std::move(moved.relay)));
+}
+
 RuntimeCounts DataplaneRuntime::counts() const {
   RuntimeCounts c;
+  c.inherited_connections = inherited_connections_.load(std::memory_order_relaxed);
   std::lock_guard lk(mu_);
   c.active_connections = non_negative(total_connections_);
   uint64_t draining = 0;

@@ -41,6 +41,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   ctrl::NetworkPolicyStatus workspace_status(const std::string& workspace_id) const override;
   RuntimeCounts counts() const override;
   void stop_accepting() override;
+  void move_connections(const MovedSink& sink, std::chrono::milliseconds timeout) override;
+  void adopt_connection(MovedConnection moved) override;
   std::vector<WorkspaceMetrics> metrics() const override;
 
   unsigned loops() const { return static_cast<unsigned>(workers_.size()); }
@@ -70,6 +72,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   WorkspaceAttacher& attacher_;
   policy::EndpointAddressPolicy address_policy_;
   std::atomic<int64_t> total_connections_{0};
+  std::atomic<uint64_t> inherited_connections_{0};
+  std::atomic<unsigned> next_adopting_{0};  // spreads adopted connections over a Workspace's loops
   WorkerOptions worker_opts_;
   std::vector<std::unique_ptr<Worker>> workers_;
   // The guests' DNS (its own loop thread), told everything the workers are.

@@ -246,6 +246,64 @@ void Worker::stop_accepting() {
   });
 }
 
+void Worker::move_connections(MovedSink sink, std::function<void()> done) {
+  loop_->post([this, sink = std::move(sink), done = std::move(done)]() mutable {
+    move_sink_ = std::move(sink);
+    move_done_ = std::move(done);
+    std::vector<relay::RelayConnection*> movable;
+    auto collect = [&](LoopWorkspace& ws) {
+      ws.connections_list.for_each([&](relay::RelayConnection& c) {
+        if (c.movable()) movable.push_back(&c);
+      });
+    };
+    for (auto& [id, ws] : workspaces_) collect(*ws);
+    // Counted in full first: a move may end at once, and the last one calls done.
+    moving_ = movable.size() + 1;
+    for (auto* c : movable) c->move_out();
+    on_moved_count_down();
+  });
+}
+
+void Worker::on_moved_count_down() {
+  if (--moving_ != 0 || !move_done_) return;
+  auto done = std::move(move_done_);
+  move_sink_ = nullptr;
+  done();
+}
+
+void Worker::on_moved(relay::RelayConnection& c, relay::MovedRelay moved) {
+  if (moved.guest && move_sink_) move_sink_(static_cast<LoopWorkspace*>(c.owner_context)->plan->id, std::move(moved));
+  on_moved_count_down();
+}
+
+void Worker::adopt(std::string workspace_id, std::shared_ptr<relay::MovedRelay> moved) {
+  loop_->post([this, id = std::move(workspace_id), moved] { adopt_on_loop(id, std::move(*moved)); });
+}
+
+void Worker::adopt_on_loop(const std::string& workspace_id, relay::MovedRelay moved) {
+  auto it = workspaces_.find(workspace_id);
+  auto eit = egresses_.find(moved.egress_id);
+  if (it == workspaces_.end() || eit == egresses_.end()) {
+    spdlog::warn("a connection handed over for Workspace {} through Egress {} has no place here: reset", workspace_id,
+                 moved.egress_id);
+    reset_and_close(std::move(moved.guest));
+    return reset_and_close(std::move(moved.up));
+  }
+  LoopWorkspace& ws = *it->second;
+  // Counted as accepted, past the connection caps: refusing it would reset a live one.
+  EgressStats& es = stats_for(ws, moved.egress_id);
+  (moved.drain_left_ms != 0 ? es.draining : es.active).fetch_add(1, std::memory_order_relaxed);
+  ws.plan->stats->connections.fetch_add(1, std::memory_order_relaxed);
+  opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
+  if (opts_.inherited_connections) opts_.inherited_connections->fetch_add(1, std::memory_order_relaxed);
+  UniqueFd guest = std::move(moved.guest);
+  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, std::move(guest), eit->second);
+  c->owner_context = &ws;
+  ws.connections_list.push_front(*c);
+  ++ws.connections;
+  c->resume(std::move(moved));
+}
+
 // Marked retired only once every listener and connection was told to close: a
 // release that comes at once (nothing in flight) must not free the workspace while
 // this still walks its listeners and connections.

@@ -45,7 +45,8 @@ struct WorkerOptions {
   relay::RelayTimeouts timeouts;
   uint32_t max_connections = 100000;
   uint32_t max_connections_per_workspace = 20000;
-  std::atomic<int64_t>* total_connections = nullptr;  // shared by all workers
+  std::atomic<int64_t>* total_connections = nullptr;       // shared by all workers
+  std::atomic<uint64_t>* inherited_connections = nullptr;  // adopted from a previous agent
   const policy::EndpointAddressPolicy* address_policy = nullptr;
   policy::ResolverOptions resolver;
   size_t max_pending_lookups = 4096;  // per loop
@@ -70,6 +71,14 @@ class Worker final : private relay::ConnectionObserver {
   void remove_workspace(const std::string& workspace_id);
   // Closes every Workspace's listeners; connections stay.
   void stop_accepting();
+  // Take-over: moves out every established plain relay (RelayConnection::move_out),
+  // handing each to `sink` on this worker's thread, then calls `done` there. A
+  // connection that could not move was reset and is not handed on.
+  using MovedSink = std::function<void(const std::string& workspace_id, relay::MovedRelay)>;
+  void move_connections(MovedSink sink, std::function<void()> done);
+  // Relays on a connection another agent moved out. Reset when this worker does not
+  // know its Workspace or Egress.
+  void adopt(std::string workspace_id, std::shared_ptr<relay::MovedRelay> moved);
 
   // Loop-thread internals (used by Listener).
   struct LoopWorkspace;
@@ -85,6 +94,9 @@ class Worker final : private relay::ConnectionObserver {
   void on_out_of_resources(int err) override;
   void on_closed(relay::RelayConnection& c) override;
   void on_released(relay::RelayConnection& c) override;
+  void on_moved(relay::RelayConnection& c, relay::MovedRelay moved) override;
+  void adopt_on_loop(const std::string& workspace_id, relay::MovedRelay moved);
+  void on_moved_count_down();
   void drain(relay::RelayConnection& c, uint32_t drain_seconds);
   EgressStats& stats_for(LoopWorkspace& ws, const std::string& egress_id);
   void retire(std::unique_ptr<LoopWorkspace> ws);
@@ -100,6 +112,9 @@ class Worker final : private relay::ConnectionObserver {
   std::unordered_map<std::string, relay::DialTargetPtr> egresses_;
   std::unordered_map<std::string, std::unique_ptr<LoopWorkspace>> workspaces_;
   std::vector<std::unique_ptr<LoopWorkspace>> retired_;
+  MovedSink move_sink_;
+  std::function<void()> move_done_;
+  size_t moving_ = 0;
 };
 
 }  // namespace kib::dataplane

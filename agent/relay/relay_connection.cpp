@@ -176,6 +176,7 @@ void RelayConnection::enter_relay() {
 // The operation's bit is clear already; while closing, OpOwner releases after the
 // last CQE.
 void RelayConnection::on_complete(unsigned tag, int32_t res, uint32_t flags) {
+  if (phase_ == Phase::moving) return on_move_complete(tag, res, flags);
   // A splicing flow's waits: POLLIN on its source (recv tag), POLLOUT on its
   // destination (the destination's send tag).
   auto splice_ready = [&](int side) {
@@ -231,7 +232,7 @@ void RelayConnection::on_dial_bytes(uint8_t* data, uint32_t len, int32_t bid) {
 }
 
 void RelayConnection::rearm_timer() {
-  if (phase_ == Phase::closing) return;
+  if (phase_ == Phase::closing || phase_ == Phase::moving) return;
   uint64_t d = phase_ == Phase::relaying ? last_activity_ + timeouts_.idle_ms : phase_deadline_;
   if (drain_deadline_ != 0 && (d == 0 || drain_deadline_ < d)) d = drain_deadline_;
   if (d == 0) return timer_.cancel();
@@ -274,6 +275,8 @@ void RelayConnection::dial_failed(const std::string& reason, bool refused) {
 
 void RelayConnection::close(bool reset) {
   if (phase_ == Phase::closing) return;
+  // A move that ends here (it failed, or an abort came first) still tells the owner.
+  const bool move_ended = phase_ == Phase::moving;
   phase_ = Phase::closing;
   if (reset) {
     guest_.reset_on_close();
@@ -281,6 +284,7 @@ void RelayConnection::close(bool reset) {
   }
   timer_.cancel();
   loop_.stop_waiting(*this);
+  if (move_ended) obs_.on_moved(*this, MovedRelay{});
   obs_.on_closed(*this);
   close_ops();  // may release: nothing after it
 }

@@ -16,6 +16,7 @@
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/dial_target.h"
 #include "agent/relay/egress_dial.h"
+#include "agent/relay/moved_relay.h"
 #include "agent/relay/socket_address.h"
 #include "agent/relay/splice_pipe.h"
 #include "agent/relay/tls_session.h"
@@ -45,6 +46,10 @@ class ConnectionObserver {
   virtual void on_closed(RelayConnection& c) = 0;
   // Every operation finished and every resource is released: delete c now.
   virtual void on_released(RelayConnection& c) = 0;
+  // Once per move_out(): the connection's sockets and bytes, for the next process, and
+  // then c closes (on_closed, on_released) without touching them; or, when it reset
+  // instead, an empty MovedRelay (no guest socket).
+  virtual void on_moved(RelayConnection& c, MovedRelay moved) = 0;
 
  protected:
   ~ConnectionObserver() = default;
@@ -89,6 +94,14 @@ class RelayConnection final : private uring::OpOwner,
   void drain_until(uint64_t deadline_ms);
   // Resets both sides now.
   void abort() { close(true); }
+  // Take-over (relay_move.cpp): an established plain relay stops, cancels what it has
+  // in flight, and hands its sockets and unsent bytes to the observer's on_moved; one
+  // that cannot (no plain fd for its upstream socket, a socket error meanwhile) resets.
+  bool movable() const { return phase_ == Phase::relaying && !tls_; }
+  void move_out();
+  // In place of start(): relays on from where the other process's move_out stopped.
+  // The guest socket given to the constructor must be moved.guest's.
+  void resume(MovedRelay moved);
 
   bool draining() const { return drain_deadline_ != 0; }
   bool closing() const { return phase_ == Phase::closing; }
@@ -100,7 +113,7 @@ class RelayConnection final : private uring::OpOwner,
   void* owner_context = nullptr;
 
  private:
-  enum class Phase : uint8_t { idle, resolving, connecting, handshake, relaying, closing };
+  enum class Phase : uint8_t { idle, resolving, connecting, handshake, relaying, moving, closing };
   enum Side : int { kGuest = 0, kUp = 1 };
   enum Tag : unsigned {
     kGuestRecv = 0,
@@ -127,6 +140,7 @@ class RelayConnection final : private uring::OpOwner,
     // Set once the flow is bulk (plain relay only): from then on its bytes move by
     // splice and its recv tag is a POLLIN wait on the source.
     std::unique_ptr<SplicePipe> pipe;
+    std::unique_ptr<uint8_t[]> moved;  // bytes a resumed connection brought (data points in)
   };
 
   static int other(int side) { return side == kGuest ? kUp : kGuest; }
@@ -178,6 +192,12 @@ class RelayConnection final : private uring::OpOwner,
   void arm_poll(int side, unsigned tag, unsigned mask);
   void set_receive_lowat(int side, uint32_t bytes);
 
+  // Moving (relay_move.cpp).
+  void on_move_complete(unsigned tag, int32_t res, uint32_t flags);
+  void finish_move();
+  MovedFlow take_moved_flow(int side);
+  bool resume_flow(int side, MovedFlow&& m);
+
   void dial_failed(const std::string& reason, bool refused = false);
   void close(bool reset);
   void rearm_timer();
@@ -203,6 +223,7 @@ class RelayConnection final : private uring::OpOwner,
   bool shutdown_on_fd_ = false;  // the guest's FIN waits for the slot's plain fd
   bool connect_timed_out_ = false;
   bool up_fin_ = false;  // TLS: the Egress's TCP stream ended (the session may hold more)
+  bool move_failed_ = false;
 };
 
 }  // namespace kib::relay

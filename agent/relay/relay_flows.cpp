@@ -230,6 +230,7 @@ void RelayConnection::submit_send(int side, const uint8_t* data, uint32_t len, b
 void RelayConnection::release_flow_buffer(Flow& f) {
   if (f.bid >= 0) loop_.give_back(static_cast<uint16_t>(f.bid));
   if (f.pooled != nullptr) loop_.pool().give_back(f.pooled);
+  f.moved.reset();
   f.bid = -1;
   f.pooled = nullptr;
   f.data = nullptr;

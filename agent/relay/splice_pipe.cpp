@@ -1,6 +1,7 @@
 #include "agent/relay/splice_pipe.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 
 #include <cerrno>
 
@@ -22,6 +23,15 @@ std::unique_ptr<SplicePipe> SplicePipe::open() {
   if (size <= 0) size = fcntl(p[1], F_GETPIPE_SZ);
   if (size <= 0) size = 65536;
   return std::unique_ptr<SplicePipe>(new SplicePipe(p[0], p[1], static_cast<size_t>(size)));
+}
+
+std::unique_ptr<SplicePipe> SplicePipe::adopt(UniqueFd r, UniqueFd w) {
+  int held = 0;
+  int size = fcntl(w.get(), F_GETPIPE_SZ);
+  if (ioctl(r.get(), FIONREAD, &held) != 0 || size <= 0) return nullptr;
+  auto p = std::unique_ptr<SplicePipe>(new SplicePipe(r.release(), w.release(), static_cast<size_t>(size)));
+  p->piped_ = static_cast<size_t>(held);
+  return p;
 }
 
 SplicePipe::Step SplicePipe::pump(int src, int dst, size_t budget, size_t* moved, int* err, bool stop_when_drained) {

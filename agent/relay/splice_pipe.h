@@ -26,6 +26,13 @@ class SplicePipe {
 
   // nullptr when out of descriptors or memory (the flow keeps copying instead).
   static std::unique_ptr<SplicePipe> open();
+  // A pipe another process filled (take-over): it holds what FIONREAD says.
+  static std::unique_ptr<SplicePipe> adopt(UniqueFd r, UniqueFd w);
+  // Gives up both ends, with the bytes still in the pipe.
+  void release(UniqueFd* r, UniqueFd* w) {
+    *r = std::move(r_);
+    *w = std::move(w_);
+  }
 
   // Moves up to about `budget` bytes from src to dst; adds what reached dst to *moved.
   // `stop_when_drained`: a read that took less than half the pipe emptied src, so

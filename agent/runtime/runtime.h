@@ -2,7 +2,9 @@
 // The boundary between the control path (API ▶ store) and what enforces state
 // (netns rules, data-plane loops). The services call it only after the store has
 // committed; data flows one way, from the store to the runtime.
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "agent/common/result.h"
+#include "agent/relay/moved_relay.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 #include "kibotos/ctrl/v1/workspace.pb.h"
 
@@ -29,7 +32,15 @@ using EgressRevisionPtr = std::shared_ptr<const EgressRevision>;
 struct RuntimeCounts {
   uint64_t active_connections = 0;
   uint64_t draining_connections = 0;
+  uint64_t inherited_connections = 0;  // taken over from the previous agent process
 };
+
+// A relayed connection handed from one agent process to the next (take-over).
+struct MovedConnection {
+  std::string workspace_id;
+  relay::MovedRelay relay;
+};
+using MovedSink = std::function<void(MovedConnection)>;
 
 // Counters of one Egress as one Workspace uses it, since this process attached it.
 struct EgressMetrics {
@@ -109,6 +120,13 @@ class Runtime {
   // Closes every Workspace's listeners, TCP and DNS; the connections stay until they
   // end. Nothing else is called after it.
   virtual void stop_accepting() {}
+  // Take-over, after stop_accepting: hands every established plain relay to `sink`
+  // (called on the data-plane threads, possibly after this returned) and returns
+  // once all were handed on or `timeout` passed. The rest (TLS, dials) stay here.
+  virtual void move_connections(const MovedSink& /*sink*/, std::chrono::milliseconds /*timeout*/) {}
+  // The new agent's side: relays on a connection the previous agent moved out (reset
+  // when its Workspace or Egress is unknown here).
+  virtual void adopt_connection(MovedConnection /*moved*/) {}
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.
   virtual std::vector<WorkspaceMetrics> metrics() const { return {}; }
 };

@@ -70,6 +70,7 @@ Result<ctrl::GetAgentResponse> AgentService::get(const ctrl::GetAgentRequest&) {
   a->set_egress_count(t.egresses);
   a->set_active_connections(t.connections.active_connections);
   a->set_draining_connections(t.connections.draining_connections);
+  a->set_inherited_connections(t.connections.inherited_connections);
   return resp;
 }
 

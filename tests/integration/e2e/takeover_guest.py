@@ -6,7 +6,10 @@ count and time. Against the bulk server (dataplane/bulk_server.py) on addr:port:
   - `idle` connections wait on TICK (a byte every 50 ms) for `seconds`;
   - one new connection every `interval` seconds (PEER) for `seconds`: each must connect
     and be answered with the Egress's address `expect_peer`.
-Prints "STARTED" once every long-lived connection is up, then one JSON line of results."""
+Prints "STARTED" once every long-lived connection is up, then one JSON line of results;
+`stall_ms` is the longest a `down` or `idle` connection waited in one recv (the pace
+of the server's bytes, a tick every 50 ms or the bulk stream's, plus any stall a
+switch of agents caused)."""
 import hashlib
 import json
 import os
@@ -18,7 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dataplane"))
 from bulk_stream import MIB, block  # noqa: E402
 
-results = {"up": [], "down": [], "idle": [], "new_ok": 0, "new_failed": [], "new_max_ms": 0.0}
+results = {"up": [], "down": [], "idle": [], "new_ok": 0, "new_failed": [], "new_max_ms": 0.0, "stall_ms": 0.0}
 lock = threading.Lock()
 
 
@@ -32,6 +35,15 @@ def connect(addr, port, timeout=10):
 def record(kind, value):
     with lock:
         results[kind].append(value)
+
+
+def timed_recv(s, n):
+    t0 = time.monotonic()
+    chunk = s.recv(n)
+    ms = (time.monotonic() - t0) * 1000
+    with lock:
+        results["stall_ms"] = max(results["stall_ms"], ms)
+    return chunk
 
 
 def up(s, mib, seconds):
@@ -57,7 +69,7 @@ def down(s, mib, seconds):
         for i in range(mib):
             want.update(block(i))
         while True:
-            chunk = s.recv(MIB)
+            chunk = timed_recv(s, MIB)
             if not chunk:
                 break
             h.update(chunk)
@@ -74,7 +86,7 @@ def idle(s, seconds):
     try:
         s.sendall(b"TICK\n")
         while time.monotonic() - start < seconds:
-            if not s.recv(4096):
+            if not timed_recv(s, 4096):
                 end = "eof"
                 break
     except ConnectionResetError:

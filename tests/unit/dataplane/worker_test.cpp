@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "agent/dataplane/worker.h"
 #include "tests/unit/support/loop_harness.h"
@@ -93,13 +95,13 @@ struct World {
     t->endpoint = {"127.0.0.1", server.port(), kib::policy::IpAddress::parse("127.0.0.1").value()};
     return t;
   }
-  void publish(uint64_t revision, uint32_t drain_seconds = 0) {
+  void publish(uint64_t revision, uint32_t drain_seconds = 0, Worker* on = nullptr) {
     const int acks = host.egress_acks;
-    worker->publish_egress(target(revision), drain_seconds);
+    (on ? on : worker.get())->publish_egress(target(revision), drain_seconds);
     REQUIRE(wait_until([&] { return host.egress_acks == acks + 1; }));
   }
   // Routes `cidr` through `egress_id`.
-  void apply(const char* cidr, const char* egress_id = "eg") {
+  void apply(const char* cidr, const char* egress_id = "eg", Worker* on = nullptr) {
     ::kibotos::ctrl::v1::NetworkPolicy p;
     auto* r = p.add_egresses();
     r->set_egress_id(egress_id);
@@ -110,7 +112,8 @@ struct World {
     plan->routes = kib::policy::RouteMatcher::compile(p).value();
     plan->stats = stats;
     const int acks = host.policy_acks;
-    worker->apply_workspace(plan, std::make_shared<kib::UniqueFd>(::dup(listener.fd.get())), nullptr, 0);
+    (on ? on : worker.get())
+        ->apply_workspace(plan, std::make_shared<kib::UniqueFd>(::dup(listener.fd.get())), nullptr, 0);
     REQUIRE(wait_until([&] { return host.policy_acks == acks + 1; }));
   }
   std::shared_ptr<EgressStats> egress(const char* id = "eg") { return stats->egress(id); }
@@ -271,4 +274,59 @@ TEST_CASE("worker: stop_accepting (take-over) keeps live connections relaying an
   CHECK(w.server.seen().connections == 1);  // the late guest was never relayed
   CHECK(late->in.empty());
   REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+}
+
+TEST_CASE("worker: move_connections hands established plain relays on; another worker adopts and relays them on") {
+  World w(then(Then::echo));
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  // The next agent's worker: its own counters, the same Workspace and Egress.
+  std::atomic<int64_t> next_total{0};
+  std::atomic<uint64_t> inherited{0};
+  WorkerOptions next_opts = w.opts;
+  next_opts.total_connections = &next_total;
+  next_opts.inherited_connections = &inherited;
+  Worker next(1, w.host, next_opts);
+  REQUIRE(next.start().ok());
+  w.publish(1, 0, &next);
+  w.apply("127.0.0.1/32", "eg", &next);
+  next.stop_accepting();  // only the old worker accepts the guests below
+
+  auto idle = w.connect();
+  idle->send("hello");
+  const size_t n = 4u << 20;
+  std::string data(n, '\0');
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>('a' + i * 7 % 26);
+  auto bulk = w.connect();
+  bulk->send(data, true);
+  REQUIRE(wait_until([&] { return idle->in == "hello" && bulk->in.size() > (256u << 10); }, {idle.get(), bulk.get()}));
+
+  std::mutex mu;
+  std::vector<std::pair<std::string, kib::relay::MovedRelay>> moved;
+  std::atomic<bool> done{false};
+  w.worker->stop_accepting();
+  w.worker->move_connections(
+      [&](const std::string& id, kib::relay::MovedRelay m) {
+    std::lock_guard lk(mu);
+    moved.emplace_back(id, std::move(m));
+      },
+      [&] { done = true; });
+  REQUIRE(wait_until([&] { return done.load(); }));
+  REQUIRE(moved.size() == 2);
+  CHECK(moved[0].first == "ws");
+  REQUIRE(wait_until([&] { return w.total == 0; }));  // the old worker let them go, sockets untouched
+  for (auto& [id, m] : moved) next.adopt(id, std::make_shared<kib::relay::MovedRelay>(std::move(m)));
+  REQUIRE(wait_until([&] { return inherited == 2; }));
+
+  idle->send(" again", true);
+  REQUIRE(wait_until([&] { return (idle->eof || idle->error != 0) && (bulk->eof || bulk->error != 0); },
+                     {idle.get(), bulk.get()}, 10000));
+  CHECK(idle->error == 0);
+  CHECK(idle->in == "hello again");
+  CHECK(bulk->error == 0);
+  CHECK(bulk->in.size() == n);
+  CHECK((bulk->in == data));
+  CHECK(w.server.seen().connections == 2);  // no connection was dialed again
+  REQUIRE(wait_until([&] { return next_total == 0 && w.stats->connections == 0; }));
+  next.stop();
 }

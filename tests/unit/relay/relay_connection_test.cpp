@@ -63,6 +63,14 @@ struct Observer final : ConnectionObserver {
     ++released;
     delete &c;
   }
+  std::vector<kib::relay::MovedRelay> moved;
+  int move_failures = 0;
+  void on_moved(RelayConnection&, kib::relay::MovedRelay m) override {
+    if (m.guest)
+      moved.push_back(std::move(m));
+    else
+      ++move_failures;
+  }
 };
 
 // One test's world: loop, server, target, guest listener, observer.
@@ -177,6 +185,26 @@ void many_echoes(World& w, int n, size_t size) {
   }
   REQUIRE(w.loop.drive([&] { return w.obs.released == n; }));
   CHECK(w.obs.established == n);
+}
+
+// Take-over within one loop: moves c out (its sockets and unsent bytes, as another
+// process would receive them) and resumes it in a new RelayConnection.
+RelayConnection* move_and_resume(World& w, Guest& g, RelayConnection* c) {
+  const size_t moved_before = w.obs.moved.size();
+  const int released_before = w.obs.released;
+  REQUIRE(c->movable());
+  c->move_out();
+  REQUIRE(w.drive(g, [&] { return w.obs.moved.size() > moved_before || w.obs.move_failures > 0; }));
+  REQUIRE(w.obs.move_failures == 0);
+  REQUIRE(w.drive(g, [&] { return w.obs.released == released_before + 1; }));  // the old one is gone
+  kib::relay::MovedRelay m = std::move(w.obs.moved.back());
+  CHECK(m.egress_id == "eg-test");
+  CHECK(m.revision == 1);
+  REQUIRE(m.up.valid());
+  auto guest = std::move(m.guest);
+  auto* next = new RelayConnection(*w.loop, w.obs, w.timeouts, std::move(guest), w.target);
+  next->resume(std::move(m));
+  return next;
 }
 
 Socks5Script script(Then then) {
@@ -529,6 +557,49 @@ const std::vector<Case>& cases() {
     CHECK(w.obs.reason == "handshake timed out");
     CHECK(g->reset());
       }},
+      {"take-over: moved out and resumed six times in bulk both ways (copied and spliced), every byte arrives "
+       "once and in order",
+       script(Then::echo),
+       [](World& w) {
+    const size_t n = 6u << 20;
+    std::string data(n, '\0');
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(Socks5TestServer::pattern(i));
+    RelayConnection* c = nullptr;
+    auto g = w.connect(&c);
+    g->send(data, true);
+    REQUIRE(w.drive(*g, [&] { return w.obs.established == 1; }));
+    for (size_t at :
+         {size_t{1}, size_t{64} << 10, size_t{600} << 10, size_t{2} << 20, size_t{3} << 20, size_t{5} << 20}) {
+      CAPTURE(at);
+      REQUIRE(w.drive(
+          *g, [&] { return g->in.size() >= at || g->eof || g->error != 0; }, 8000));
+      REQUIRE(!g->eof);
+      c = move_and_resume(w, *g, c);
+    }
+    REQUIRE(w.drive(
+        *g, [&] { return g->eof || g->error != 0; }, 8000));
+    CHECK(g->error == 0);
+    CHECK(g->in.size() == n);
+    CHECK((g->in == data));
+    CHECK(w.obs.moved.size() == 6);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 7; }));
+       }},
+      {"take-over: an idle connection moved out and resumed relays on; a draining one keeps its deadline",
+       script(Then::echo),
+       [](World& w) {
+    RelayConnection* c = nullptr;
+    auto g = w.connect(&c);
+    g->send("ping");
+    REQUIRE(w.drive(*g, [&] { return g->in == "ping" || g->error != 0; }));
+    c->drain_until((*w.loop).now_ms() + 60000);
+    c = move_and_resume(w, *g, c);
+    CHECK(c->draining());
+    g->send("pong", true);
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->error == 0);
+    CHECK(g->in == "pingpong");
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 2; }));
+       }},
       {"TLS: a resolved name, the SOCKS5 exchange and the bytes inside TLS; the next dial resumes",
        [] {
     Socks5Script s = script(Then::echo);
