@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "agent/common/errno_error.h"
+#include "netns/inherited_listeners.h"
 #include "netns/namespace_handle.h"
 
 namespace kib::netns {
@@ -90,8 +91,16 @@ Result<UniqueFd> open_one(int family, Transport transport, uint16_t port, const 
   return fd;
 }
 
+// A TCP listener the previous agent passed on (take-over) when there is one for the
+// port, else a new one.
+Result<UniqueFd> reuse_or_open(int family, Transport transport, uint16_t port, const std::string& cc) {
+  if (transport == Transport::tcp && port != 0)
+    if (auto fd = take_inherited_listener(family, port)) return std::move(*fd);
+  return open_one(family, transport, port, cc);
+}
+
 Result<ListenerSet> open_set(Transport transport, unsigned count, const std::string& cc, uint16_t port) {
-  auto first = open_one(AF_INET, transport, port, cc);
+  auto first = reuse_or_open(AF_INET, transport, port, cc);
   if (!first.ok()) return std::move(first).error();
   auto bound = bound_port(first->get());
   if (!bound.ok()) return std::move(bound).error();
@@ -100,7 +109,7 @@ Result<ListenerSet> open_set(Transport transport, unsigned count, const std::str
   set.v4.push_back(std::move(*first));
   for (unsigned i = 0; i < 2 * count - 1; ++i) {
     int family = i + 1 < count ? AF_INET : AF_INET6;
-    auto s = open_one(family, transport, set.port, cc);
+    auto s = reuse_or_open(family, transport, set.port, cc);
     // A kernel without IPv6 (ipv6.disable=1) carries none: nothing to intercept.
     if (!s.ok() && family == AF_INET6 && s.error().code == Code::unimplemented) break;
     if (!s.ok()) return std::move(s).error();

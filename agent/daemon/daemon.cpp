@@ -27,6 +27,7 @@
 #include "agent/daemon/relay_handover.h"
 #include "agent/daemon/signals.h"
 #include "agent/daemon/wiring.h"
+#include "netns/inherited_listeners.h"
 
 namespace kib::daemon {
 namespace {
@@ -70,8 +71,16 @@ Result<std::optional<TakenOver>> take_over(const Config& config) {
     return std::optional<TakenOver>{};
   }
   KIB_TRY(send_handover(peer->get(), "take-over", api_sockets_of(config)));
-  // The running agent first lets the API calls it is serving finish.
+  // The running agent first lets the API calls it is serving finish, and sends its
+  // Workspace listeners ahead.
   KIB_TRY_ASSIGN(auto reply, receive_handover(peer->get(), std::chrono::seconds(90)));
+  size_t listeners = 0;
+  while (reply.op == "listeners") {
+    listeners += reply.fds.size();
+    for (auto& fd : reply.fds) netns::inherit_listener(std::move(fd));
+    KIB_TRY_ASSIGN(reply, receive_handover(peer->get(), std::chrono::seconds(30)));
+  }
+  if (listeners > 0) spdlog::info("--take-over: {} Workspace listeners handed over", listeners);
   if (reply.op == "refused") return Error{Code::failed_precondition, "the running agent refused: " + reply.detail};
   if (reply.op != "released" || reply.fds.size() < 2)
     return Error{Code::internal, "the running agent answered \"" + reply.op + "\" with " +
@@ -84,6 +93,19 @@ Result<std::optional<TakenOver>> take_over(const Config& config) {
 }
 
 enum class HandOver { kept_serving, handed_over, failed };
+
+// The Workspaces' TCP listeners, ahead of "released": the new agent accepts on these
+// very sockets (netns/inherited_listeners.h). At most 200 fds a message (SCM_RIGHTS
+// carries 253).
+Status send_listeners(int peer, const std::vector<int>& fds) {
+  constexpr size_t kPerMessage = 200;
+  for (size_t i = 0; i < fds.size(); i += kPerMessage) {
+    const std::vector<int> part(fds.begin() + static_cast<ptrdiff_t>(i),
+                                fds.begin() + static_cast<ptrdiff_t>(std::min(fds.size(), i + kPerMessage)));
+    KIB_TRY(send_handover(peer, "listeners", std::to_string(part.size()), part));
+  }
+  return {};
+}
 
 // The running agent's side of a take-over (handover.h). Nothing changes here until
 // the request is known to be one this agent can serve.
@@ -112,6 +134,10 @@ HandOver hand_over(UniqueFd peer, const Config& config, api::HttpServer& server,
   }
   wiring.control_plane.reset();  // closes the store and its lock: the new agent opens them
   listener.close();              // the new agent serves the next take-over
+  if (auto st = send_listeners(peer.get(), wiring.runtime->listening_sockets()); !st.ok()) {
+    spdlog::error("take-over failed: {}; exiting", st.error().message);
+    return HandOver::failed;
+  }
   std::vector<int> fds{api->unix_socket.get(), api->unix_lock.get()};
   if (api->tls) fds.push_back(api->tls.get());
   if (auto st = send_handover(peer.get(), "released", {}, fds); !st.ok()) {
@@ -225,6 +251,10 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
     spdlog::error("cannot start: {}", wiring.error().message);
     return 1;
   }
+  // Every Workspace was adopted: what it did not take goes (its Workspace is gone, or
+  // it attached afresh on other ports).
+  if (const size_t left = netns::clear_inherited_listeners(); left > 0)
+    spdlog::info("--take-over: {} handed-over listeners were not needed", left);
   // Health answers SERVING between READY=1 and STOPPING=1, as systemd is told.
   std::atomic<bool> ready{false};
   api::HealthCheck health(ready, registry.services());

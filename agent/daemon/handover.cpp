@@ -17,7 +17,7 @@ namespace kib::daemon {
 namespace {
 
 constexpr const char* kMagic = "kibotos-handover";
-constexpr size_t kMaxFds = 8;
+constexpr size_t kMaxFds = 200;
 
 // A moved relay's message is far above the default socket buffer (it bounds a
 // SEQPACKET message); sends time out rather than hang on a peer that stopped reading.

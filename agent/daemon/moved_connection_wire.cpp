@@ -37,7 +37,9 @@ MovedConnectionMessage encode_moved(const MovedConnection& c) {
 }
 
 Result<MovedConnection> decode_moved(HandoverMessage message) {
-  auto bad = [](const std::string& why) { return Error{Code::invalid_argument, "handover: a moved connection " + why}; };
+  auto bad = [](const std::string& why) {
+    return Error{Code::invalid_argument, "handover: a moved connection " + why};
+  };
   if (message.op != "connection") return bad("message is \"" + message.op + "\"");
   MovedConnection c;
   relay::MovedRelay& r = c.relay;
@@ -48,9 +50,9 @@ Result<MovedConnection> decode_moved(HandoverMessage message) {
         len[1] >> flags[1]) ||
       !is_token(c.workspace_id) || !is_token(r.egress_id))
     return bad("has malformed fields");
-  if (len[0] + len[1] != message.payload.size()) return bad("has " + std::to_string(message.payload.size()) +
-                                                             " bytes where its fields say " +
-                                                             std::to_string(len[0] + len[1]));
+  if (len[0] + len[1] != message.payload.size())
+    return bad("has " + std::to_string(message.payload.size()) + " bytes where its fields say " +
+               std::to_string(len[0] + len[1]));
   size_t fds = 2;
   for (const auto& f : flags) fds += f.find('p') != std::string::npos ? 2 : 0;
   if (message.fds.size() != fds)

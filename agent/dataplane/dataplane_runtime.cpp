@@ -227,12 +227,17 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
   }
   // Every loop gets the plan (its acks make applied_revision); those that accept
   // for the Workspace get its listeners too.
+  std::vector<std::shared_ptr<UniqueFd>> tcp;  // kept for a take-over (listening_sockets)
   for (unsigned i = 0; i < workers_.size(); ++i) {
     std::shared_ptr<UniqueFd> v4, v6;
     auto j = static_cast<size_t>(std::find(loops.begin(), loops.end(), i) - loops.begin());
-    if (j < listeners.v4.size()) v4 = std::make_shared<UniqueFd>(std::move(listeners.v4[j]));
-    if (j < listeners.v6.size()) v6 = std::make_shared<UniqueFd>(std::move(listeners.v6[j]));
+    if (j < listeners.v4.size()) tcp.push_back(v4 = std::make_shared<UniqueFd>(std::move(listeners.v4[j])));
+    if (j < listeners.v6.size()) tcp.push_back(v6 = std::make_shared<UniqueFd>(std::move(listeners.v6[j])));
     workers_[i]->apply_workspace(plan, v4, v6, drain_seconds);
+  }
+  if (fresh) {
+    std::lock_guard lk(mu_);
+    if (auto it = workspaces_.find(workspace_id); it != workspaces_.end()) it->second.tcp_listeners = std::move(tcp);
   }
   return {};
 }
@@ -358,6 +363,19 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
 void DataplaneRuntime::stop_accepting() {
   for (auto& w : workers_) w->stop_accepting();
   if (dns_) dns_->stop_accepting();
+  // The next agent accepts on these same sockets (it took them with "released"), or
+  // on new ones in their SO_REUSEPORT groups: then the loops' close, the last
+  // reference here, moves what is queued over (tcp_migrate_req).
+  std::lock_guard lk(mu_);
+  for (auto& [id, e] : workspaces_) e.tcp_listeners.clear();
+}
+
+std::vector<int> DataplaneRuntime::listening_sockets() const {
+  std::lock_guard lk(mu_);
+  std::vector<int> fds;
+  for (const auto& [id, e] : workspaces_)
+    for (const auto& l : e.tcp_listeners) fds.push_back(l->get());
+  return fds;
 }
 
 void DataplaneRuntime::move_connections(const MovedSink& sink, std::chrono::milliseconds timeout) {

@@ -42,6 +42,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   RuntimeCounts counts() const override;
   void stop_accepting() override;
   void move_connections(const MovedSink& sink, std::chrono::milliseconds timeout) override;
+  std::vector<int> listening_sockets() const override;
   void adopt_connection(MovedConnection moved) override;
   std::vector<WorkspaceMetrics> metrics() const override;
 
@@ -63,6 +64,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
     std::string error;
     std::string repair_error;     // the rules were removed and putting them back failed
     std::vector<unsigned> loops;  // the workers that accept its connections
+    // Its transparent TCP listeners (the workers hold them too), for a take-over.
+    std::vector<std::shared_ptr<UniqueFd>> tcp_listeners;
   };
   // A fresh Workspace's accepting loops (workspace_loops_ of them, the least loaded),
   // counted in loop_workspaces_; unplace_workspace gives them back. Under mu_.

@@ -22,8 +22,8 @@ struct MovedFlow {
 };
 
 struct MovedRelay {
-  UniqueFd guest;  // the accepted TPROXY socket
-  UniqueFd up;     // the socket to the Egress, past its SOCKS5 exchange
+  UniqueFd guest;     // the accepted TPROXY socket
+  UniqueFd up;        // the socket to the Egress, past its SOCKS5 exchange
   MovedFlow flow[2];  // [0]: guest -> Egress, [1]: Egress -> guest
   std::string egress_id;
   uint64_t revision = 0;

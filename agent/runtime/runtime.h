@@ -120,6 +120,9 @@ class Runtime {
   // Closes every Workspace's listeners, TCP and DNS; the connections stay until they
   // end. Nothing else is called after it.
   virtual void stop_accepting() {}
+  // Take-over: every Workspace's transparent TCP listening socket (borrowed), for the
+  // next agent to accept on the same sockets (netns/inherited_listeners.h).
+  virtual std::vector<int> listening_sockets() const { return {}; }
   // Take-over, after stop_accepting: hands every established plain relay to `sink`
   // (called on the data-plane threads, possibly after this returned) and returns
   // once all were handed on or `timeout` passed. The rest (TLS, dials) stay here.

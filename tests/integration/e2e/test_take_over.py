@@ -43,6 +43,13 @@ def start_time(agent):
     return agent_info(agent)["processStartTime"]  # RFC 3339, UTC: ordered as text
 
 
+def tcp_listener_inodes(lab, ws):
+    """The Workspace namespace's listening TCP sockets (the agent's transparent ones),
+    by socket inode: the same set means the very same sockets."""
+    out = lab.run(ws.ws, "ss", "-Hltne").stdout
+    return sorted(int(part[4:]) for part in out.split() if part.startswith("ino:") and part != "ino:0")
+
+
 def adopted_after_take_over(agent, nth):
     """The count the nth take-over's agent logged once the old one finished moving."""
     marker = "take-over: adopted "
@@ -63,6 +70,8 @@ def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent
     wid = e2e.field(workspace, "workspace_id")
     load = start_guest_load(lab, ws, seconds=12)
     started, adopted = [start_time(agent)], []
+    listeners = tcp_listener_inodes(lab, ws)
+    assert listeners
     for n in (1, 2):
         time.sleep(3)
         old = agent.take_over()
@@ -71,6 +80,9 @@ def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent
         # dials it had in flight ended, and exits while the guests' connections go on.
         assert old.wait(timeout=10) == 0
         assert load.poll() is None
+        # The new agent accepts on the old one's listening sockets themselves (no
+        # reliance on tcp_migrate_req for what is queued at the switch).
+        assert tcp_listener_inodes(lab, ws) == listeners
         info = agent_info(agent)
         started.append(info["processStartTime"])
         assert int(info.get("inheritedConnections", 0)) == adopted[-1]
