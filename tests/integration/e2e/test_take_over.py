@@ -8,6 +8,7 @@ has ended."""
 import json
 import os
 import signal
+import tempfile
 import time
 
 import pytest
@@ -21,9 +22,9 @@ if os.geteuid() != 0:
 GUEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "takeover_guest.py")
 
 
-def start_guest_load(lab, ws, seconds, n_up=4, n_down=4, n_idle=10, mib=24, interval=0.04):
-    p = lab.popen(ws.guest, e2e.dp.PYTHON, GUEST, e2e.covered(lab), e2e.PORT, n_up, n_down, n_idle, mib, seconds,
-                  interval, lab.socks_inet_v4, text=True)
+def start_guest_load(lab, ws, seconds, n_up=4, n_down=4, n_idle=10, mib=24, interval=0.04, dst=None):
+    p = lab.popen(ws.guest, e2e.dp.PYTHON, GUEST, dst or e2e.covered(lab), e2e.PORT, n_up, n_down, n_idle, mib,
+                  seconds, interval, lab.socks_inet_v4, text=True)
     assert p.stdout.readline().strip() == "STARTED"
     return p
 
@@ -154,4 +155,66 @@ def test_sigusr2_starts_the_binary_again_and_it_takes_over(attached):
         os.kill(pid, signal.SIGTERM)
         kibotos_agent.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30, what="the new agent to stop")
     assert agent.log().count("\nstopped") + agent.log().count(" stopped\n") >= 1
+    e2e.assert_clean_exit(agent)
+
+
+LEAK_TABLE = "kib_test_leak"
+
+
+def count_direct_packets(lab, ws, dsts):
+    """An nft counter in the Workspace namespace on forwarded packets to `dsts`: a
+    covered connection that left around its Egress would pass there."""
+    elements = ", ".join(dsts)
+    lab.run(ws.ws, "nft", "-f", "-", input=f"""table ip {LEAK_TABLE} {{
+  chain leak {{ type filter hook forward priority -400; ip daddr {{ {elements} }} counter; }}
+}}""")
+
+
+def direct_packets(lab, ws):
+    out = lab.run(ws.ws, "nft", "list", "table", "ip", LEAK_TABLE).stdout
+    return int(out.split("counter packets ")[1].split()[0])
+
+
+def test_tls_relays_stay_with_the_old_agent_until_they_end_and_nothing_leaks(lab, agent_factory):
+    """Plain relays move; TLS relays (their OpenSSL state cannot move) stay with the old
+    agent, which exits once the last of them ended. Meanwhile nothing covered leaves the
+    Workspace namespace directly."""
+    ws = lab.add_workspace()
+    e2e.start_destinations(lab)
+    tls_dst = lab.internet_v4(30)
+    e2e.dp.start_bulk_server(lab, tls_dst, e2e.PORT)
+    e2e.dp.start_dante(lab, 1080)
+    with tempfile.TemporaryDirectory(prefix="kib-takeover-tls-") as tmp:
+        ca_key, ca_pem = e2e.dp.make_ca(tmp, "kib-takeover-ca")
+        key, pem = e2e.dp.make_server_cert(tmp, ca_key, ca_pem, f"IP:{lab.socks_v4}")
+        e2e.dp.start_stunnel(lab, tmp, key, pem, 1443, 1080)
+        with open(ca_pem) as f:
+            ca = f.read()
+    agent = agent_factory(config=e2e.agent_config(lab))
+    plain = e2e.create_egress(agent, f"{lab.socks_v4}:1080")
+    tls = e2e.ok(e2e.call(agent, e2e.EGRESS + "CreateEgress", {
+        "commandId": e2e.command_id("egress-tls"),
+        "spec": {"socks5": {"address": f"{lab.socks_v4}:1443", "tls": {"caCert": ca}}}}))["egress"]
+    pid, tid = e2e.field(plain, "egress_id"), e2e.field(tls, "egress_id")
+    body = e2e.ok(e2e.create_workspace(agent, ws.path, e2e.policy((pid, [e2e.covered(lab) + "/32"]),
+                                                                  (tid, [tls_dst + "/32"]))))
+    wid = e2e.field(body["workspace"], "workspace_id")
+    e2e.wait_applied(agent, wid, 1, tid, 1)
+    count_direct_packets(lab, ws, [e2e.covered(lab), tls_dst])
+    plain_load = start_guest_load(lab, ws, seconds=8, n_up=2, n_down=2, n_idle=8, mib=8, interval=0.1)
+    tls_load = start_guest_load(lab, ws, seconds=8, n_up=2, n_down=2, n_idle=8, mib=8, interval=0.1, dst=tls_dst)
+    time.sleep(2)
+    old = agent.take_over()
+    adopted = adopted_after_take_over(agent, 1)
+    assert adopted >= 12, adopted  # the plain ones: 2 up, 2 down, 8 idle
+    assert old.poll() is None  # it still relays the TLS ones
+    results = [guest_results(p, timeout=120) for p in (plain_load, tls_load)]
+    print("plain and TLS under a take-over:", json.dumps(results))
+    for r in results:
+        assert r["up"] == ["OK"] * 2 and r["down"] == ["OK"] * 2, r
+        assert r["idle"] == ["timeout"] * 8, r
+        assert r["new_failed"] == [] and r["new_ok"] >= 40, r
+    assert old.wait(timeout=30) == 0
+    assert "handed over; every connection ended" in agent.log()
+    assert direct_packets(lab, ws) == 0
     e2e.assert_clean_exit(agent)
