@@ -1,5 +1,6 @@
 #include "netns/attachment.h"
 
+#include "netns/inherited_listeners.h"
 #include "netns/nft_apply.h"
 #include "netns/nft_generation.h"
 #include "netns/nft_ruleset.h"
@@ -73,7 +74,10 @@ Result<Adopted> open_adopted(int ns_fd, const AttachParams& p, const TproxyPorts
 
 Result<Listeners> open_listeners(int ns_fd, const AttachParams& p) {
   Listeners l;
-  auto tcp = open_transparent_listeners(ns_fd, Transport::tcp, p.listeners_per_family, p.guest_congestion_control);
+  auto tcp = run_in_netns<ListenerSet>(ns_fd, [&] {
+    return open_transparent_listeners_here(Transport::tcp, p.listeners_per_family, p.guest_congestion_control,
+                                           inherited_port_here());
+  });
   if (!tcp.ok()) return std::move(tcp).error();
   l.tcp = std::move(*tcp);
   if (p.policy.intercept_dns) KIB_TRY(open_dns_listeners(ns_fd, p, l));
@@ -125,7 +129,13 @@ Result<Attachment> Attachment::prepare(NamespaceHandle ns, const AttachParams& p
   Attachment a(std::move(ns), params);
   // Ports are 0 here: the table drops covered traffic until the listeners exist. Not
   // listed afterwards: open() writes the table again right after, and check()
-  // compares with that write's listing.
+  // compares with that write's listing. A take-over that attaches afresh points it at
+  // the handed-over listeners at once (open, in this process and the previous one),
+  // so SYNs meanwhile are accepted instead of dropped.
+  if (have_inherited_listeners()) {
+    auto port = run_in_netns<uint16_t>(a.ns_.fd(), [] { return Result<uint16_t>(inherited_port_here()); });
+    if (port.ok()) a.ports_.tcp = *port;
+  }
   KIB_TRY(apply_nft(a.ns_.fd(), build_ruleset(RulesetParams{a.params_.policy, a.ports_, a.params_.mark})));
   // A live family that cannot be enforced does not hold up the others: its covered
   // traffic stays dropped by the table, and family_error() says why.

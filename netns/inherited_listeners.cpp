@@ -43,9 +43,19 @@ std::optional<Key> key_of(int fd) {
   auto cookie = netns_cookie(fd);
   if (!cookie) return std::nullopt;
   if (ss.ss_family == AF_INET) return Key{*cookie, AF_INET, ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)};
-  if (ss.ss_family == AF_INET6)
-    return Key{*cookie, AF_INET6, ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)};
+  if (ss.ss_family == AF_INET6) return Key{*cookie, AF_INET6, ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)};
   return std::nullopt;
+}
+
+// The calling thread's namespace's cookie (that of a socket made here), when any
+// listener was inherited at all.
+std::optional<uint64_t> cookie_here() {
+  {
+    std::lock_guard lk(pool().mu);
+    if (pool().sockets.empty()) return std::nullopt;
+  }
+  UniqueFd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  return probe ? netns_cookie(probe.get()) : std::nullopt;
 }
 
 }  // namespace
@@ -57,14 +67,21 @@ void inherit_listener(UniqueFd fd) {
   pool().sockets[*key].push_back(std::move(fd));
 }
 
+bool have_inherited_listeners() {
+  std::lock_guard lk(pool().mu);
+  return !pool().sockets.empty();
+}
+
+uint16_t inherited_port_here() {
+  auto cookie = cookie_here();
+  if (!cookie) return 0;
+  std::lock_guard lk(pool().mu);
+  auto it = pool().sockets.lower_bound(Key{*cookie, 0, 0});
+  return it != pool().sockets.end() && std::get<0>(it->first) == *cookie ? std::get<2>(it->first) : 0;
+}
+
 std::optional<UniqueFd> take_inherited_listener(int family, uint16_t port) {
-  {
-    std::lock_guard lk(pool().mu);
-    if (pool().sockets.empty()) return std::nullopt;
-  }
-  // This namespace's cookie: that of a socket made here.
-  UniqueFd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  auto cookie = probe ? netns_cookie(probe.get()) : std::nullopt;
+  auto cookie = cookie_here();
   if (!cookie) return std::nullopt;
   std::lock_guard lk(pool().mu);
   auto it = pool().sockets.find(Key{*cookie, family, port});

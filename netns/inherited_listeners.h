@@ -19,6 +19,12 @@ void inherit_listener(UniqueFd fd);
 // One inherited listener of the calling thread's namespace with this family and
 // port, if any is left.
 std::optional<UniqueFd> take_inherited_listener(int family, uint16_t port);
+// The port of an inherited listener of the calling thread's namespace (0: none), for
+// a Workspace attached afresh (its rules changed between the two agents' versions):
+// on that port it takes them too, and the guests' SYNs never meet a missing listener.
+uint16_t inherited_port_here();
+// Whether any inherited listener is left (cheap: no namespace visit).
+bool have_inherited_listeners();
 // Closes what no Workspace took (their Workspaces are gone or their ports moved);
 // returns how many.
 size_t clear_inherited_listeners();

@@ -51,6 +51,14 @@ def tcp_listener_inodes(lab, ws):
     return sorted(int(part[4:]) for part in out.split() if part.startswith("ino:") and part != "ino:0")
 
 
+def syn_retransmits(lab, ws):
+    """The guest's SYN retransmissions so far (TcpExt TCPSynRetrans): one means a SYN
+    went unanswered for a second, i.e. dropped."""
+    lines = [line.split() for line in lab.run(ws.guest, "cat", "/proc/net/netstat").stdout.splitlines()
+             if line.startswith("TcpExt:")]
+    return int(lines[1][lines[0].index("TCPSynRetrans")])
+
+
 def adopted_after_take_over(agent, nth):
     """The count the nth take-over's agent logged once the old one finished moving."""
     marker = "take-over: adopted "
@@ -73,6 +81,7 @@ def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent
     started, adopted = [start_time(agent)], []
     listeners = tcp_listener_inodes(lab, ws)
     assert listeners
+    retransmits = syn_retransmits(lab, ws)
     for n in (1, 2):
         time.sleep(3)
         old = agent.take_over()
@@ -98,6 +107,7 @@ def test_two_take_overs_under_load_drop_no_connection_and_refuse_none(lab, agent
     assert r["up"] == ["OK"] * 4 and r["down"] == ["OK"] * 4, r
     assert r["idle"] == ["timeout"] * 10, r  # none reset, ended or stalled
     assert r["new_failed"] == [] and r["new_ok"] >= 100, r  # ~25/s for 12 s, fewer on a loaded machine
+    assert syn_retransmits(lab, ws) == retransmits  # no SYN was dropped at either switch
     log = agent.log()
     print("\n".join(line for line in log.splitlines() if "take-over:" in line))
     assert log.count("handing the API and the store over to a new agent") == 2
@@ -217,4 +227,32 @@ def test_tls_relays_stay_with_the_old_agent_until_they_end_and_nothing_leaks(lab
     assert old.wait(timeout=30) == 0
     assert "handed over; every connection ended" in agent.log()
     assert direct_packets(lab, ws) == 0
+    e2e.assert_clean_exit(agent)
+
+
+def test_a_take_over_that_attaches_afresh_keeps_the_same_listeners(lab, agent_factory):
+    """A new version whose rules differ attaches each Workspace afresh instead of
+    adopting its rules (here: the attach memo is gone). It still accepts on the
+    listening sockets handed over, on their port, so no SYN meets a missing listener."""
+    ws = lab.add_workspace()
+    e2e.start_destinations(lab)
+    e2e.dp.start_dante(lab, 1080)
+    agent = agent_factory(config=e2e.agent_config(lab))
+    env = type("Env", (), {"lab": lab, "ws": ws, "agent": agent, "socks": f"{lab.socks_v4}:1080"})
+    e2e.attach(env)
+    listeners = tcp_listener_inodes(lab, ws)
+    retransmits = syn_retransmits(lab, ws)
+    load = start_guest_load(lab, ws, seconds=6, n_up=1, n_down=1, n_idle=4, mib=6, interval=0.04)
+    time.sleep(2)
+    os.remove(os.path.join(agent.state_dir, "attachments"))
+    old = agent.take_over()
+    assert adopted_after_take_over(agent, 1) >= 6
+    assert old.wait(timeout=10) == 0
+    assert tcp_listener_inodes(lab, ws) == listeners
+    r = guest_results(load, timeout=120)
+    print("afresh:", json.dumps(r))
+    assert r["up"] == ["OK"] and r["down"] == ["OK"] and r["idle"] == ["timeout"] * 4, r
+    assert r["new_failed"] == [] and r["new_ok"] >= 50, r
+    assert "handed-over listeners were not needed" not in agent.log()
+    assert syn_retransmits(lab, ws) == retransmits  # no SYN was dropped at the switch
     e2e.assert_clean_exit(agent)
