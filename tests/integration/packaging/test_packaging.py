@@ -310,3 +310,37 @@ def test_upgrade_keeps_state(packages, clean_machine, tmpdir):
         assert got["spec"]["socks5"]["address"] == "127.0.0.2:1080"
     finally:
         assert agent.stop() == 0, agent.output()
+
+
+def test_upgrade_of_a_running_agent_is_a_take_over(packages, clean_machine, tmpdir):
+    """An upgrade leaves the running agent running (--no-stop-on-upgrade) and its
+    postinst reloads the unit, whose ExecReload sends SIGUSR2: the agent starts the
+    upgraded binary with --take-over, which serves the same store, and the old
+    process exits. No systemd here, so the test sends the signal the reload sends."""
+    root = pwd.getpwuid(0)
+    apt_install(packages["deb1"])
+    agent = Agent(agent_config(tmpdir))
+    successor = None
+    try:
+        eid = json.loads(ctl(root, "egress", "create", "--address", "127.0.0.3:1080", "-o", "json").stdout)[
+            "egress"]["egressId"]
+        started = json.loads(ctl(root, "agent", "-o", "json").stdout)["agent"]["processStartTime"]
+        apt_install(packages["deb2"])
+        assert installed_version() == f"{packages['version']}-2"
+        assert agent.proc.poll() is None, agent.output()  # the package left it running
+        agent.proc.send_signal(signal.SIGUSR2)
+        assert agent.proc.wait(timeout=60) == 0, agent.output()  # handed over, nothing to drain
+        found = re.search(r"started a new agent \(pid (\d+)\)", agent.output())
+        assert found, agent.output()
+        successor = int(found.group(1))
+        info = json.loads(ctl(root, "agent", "-o", "json").stdout)["agent"]
+        assert info["processStartTime"] > started
+        got = json.loads(ctl(root, "egress", "get", eid, "-o", "json").stdout)["egress"]
+        assert got["spec"]["socks5"]["address"] == "127.0.0.3:1080"
+    finally:
+        agent.stop()
+        if successor is not None and os.path.exists(f"/proc/{successor}"):
+            os.kill(successor, signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while os.path.exists(f"/proc/{successor}") and time.monotonic() < deadline:
+                time.sleep(0.05)
