@@ -263,6 +263,7 @@ const std::vector<Key>& keys() {
                                                               StringList{check_cidr}),
       key<&Config::egress, &E::resolvers>("egress.resolvers", StringList{check_resolver}),
       key<&Config::egress, &E::resolve_timeout>("egress.resolve_timeout", Millis{}),
+      key<&Config::egress, &E::max_egresses>("egress.max_egresses", UintIn{1, 1000000}),
       key<&Config::dataplane, &D::threads>("dataplane.threads", UintIn{0, 1024}),
       key<&Config::dataplane, &D::workspace_loops>("dataplane.workspace_loops", UintIn{1, 1024}),
       key<&Config::dataplane, &D::max_connections>("dataplane.max_connections", UintIn{1, 10000000}),

@@ -38,6 +38,8 @@ struct EgressConfig {
   // Nameservers for endpoint resolution ("ip" or "ip:port"); empty = /etc/resolv.conf.
   std::vector<std::string> resolvers;
   std::chrono::milliseconds resolve_timeout{2000};
+  // Most Egresses stored at once: CreateEgress beyond answers resource_exhausted.
+  uint32_t max_egresses = 10000;
 };
 
 struct DataplaneConfig {

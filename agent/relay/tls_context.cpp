@@ -6,6 +6,7 @@
 #include <openssl/x509.h>
 
 #include <ctime>
+#include <map>
 
 namespace kib::relay {
 
@@ -25,9 +26,15 @@ bool is_ip_literal(const std::string& s) {
   return inet_pton(AF_INET, s.c_str(), &a4) == 1 || inet_pton(AF_INET6, s.c_str(), &a6) == 1;
 }
 
-Status load_ca(SSL_CTX* ctx, const std::string& pem) {
-  X509StorePtr store(X509_STORE_new());
+// A new store of the system roots (pem empty) or of the certificates in pem.
+Result<std::shared_ptr<X509_STORE>> load_store(const std::string& pem) {
+  std::shared_ptr<X509_STORE> store(X509_STORE_new(), X509_STORE_free);
   if (!store) return Error{Code::internal, "X509_STORE_new failed"};
+  if (pem.empty()) {
+    if (X509_STORE_set_default_paths(store.get()) != 1)
+      return Error{Code::internal, openssl_error("loading the system trust roots")};
+    return store;
+  }
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   int added = 0;
   while (X509Ptr cert{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)}) {
@@ -35,8 +42,7 @@ Status load_ca(SSL_CTX* ctx, const std::string& pem) {
   }
   ERR_clear_error();  // the PEM loop ends on a "no start line" error
   if (added == 0) return Error{Code::invalid_argument, "ca_cert holds no PEM certificate"};
-  SSL_CTX_set_cert_store(ctx, store.release());  // takes ownership
-  return {};
+  return store;
 }
 
 int context_index() {
@@ -53,6 +59,19 @@ int on_new_session(SSL* ssl, SSL_SESSION* sess) {
 
 }  // namespace
 
+// Keyed by the PEM itself (at most 64 KiB, one per distinct ca_cert: bounded by the
+// Egress count); entries whose store every context let go are dropped on the next call.
+Result<std::shared_ptr<X509_STORE>> shared_trust_store(const std::string& ca_pem) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<X509_STORE>> stores;
+  std::lock_guard lk(mu);
+  std::erase_if(stores, [](const auto& e) { return e.second.expired(); });
+  if (auto it = stores.find(ca_pem); it != stores.end()) return it->second.lock();
+  KIB_TRY_ASSIGN(auto store, load_store(ca_pem));
+  stores.emplace(ca_pem, store);
+  return store;
+}
+
 Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::string& server_name,
                                                                    const std::string& ca_pem) {
   auto c = std::make_shared<TlsClientContext>();
@@ -65,11 +84,8 @@ Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::st
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_set_ex_data(ctx, context_index(), c.get());
   SSL_CTX_sess_set_new_cb(ctx, on_new_session);
-  if (!ca_pem.empty()) {
-    KIB_TRY(load_ca(ctx, ca_pem));
-  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-    return Error{Code::internal, openssl_error("loading the system trust roots")};
-  }
+  KIB_TRY_ASSIGN(c->trust_, shared_trust_store(ca_pem));
+  SSL_CTX_set1_cert_store(ctx, c->trust_.get());  // a reference of its own
   c->name_ = server_name;
   c->name_is_ip_ = is_ip_literal(server_name);
   return c;

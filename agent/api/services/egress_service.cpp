@@ -39,6 +39,10 @@ Result<ctrl::CreateEgressResponse> EgressService::create(const ctrl::CreateEgres
     return validate_spec(req.spec());
   };
   auto apply = [&](store::Transaction& txn) -> Result<Resp> {
+    KIB_TRY_ASSIGN(const uint64_t stored, txn.count(store::Kind::egress));
+    if (stored >= env_.config.egress.max_egresses)
+      return Error{Code::resource_exhausted, "the agent holds " + std::to_string(stored) +
+                                                 " Egresses, its limit (egress.max_egresses); delete one first"};
     auto now = to_timestamp(env_.clock());
     ctrl::Egress e;
     e.set_egress_id(store::random_id("eg-"));

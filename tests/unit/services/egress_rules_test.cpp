@@ -651,3 +651,20 @@ TEST_CASE("UpdateEgressAnnotations: whole-map CAS, equal content keeps the revis
   r.set_command_id("a6");
   CHECK(code_of(h.annotations(r)) == Code::invalid_argument);
 }
+
+TEST_CASE("CreateEgress: past egress.max_egresses is resource_exhausted and stores nothing; a delete makes room") {
+  Harness h;
+  h.config.egress.max_egresses = 2;
+  h.reopen();
+  auto a = must_create(h, socks5("203.0.113.5:1080"));
+  must_create(h, socks5("203.0.113.6:1080"));
+  auto over = h.create_egress(socks5("203.0.113.7:1080"));
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().code == Code::resource_exhausted);
+  CHECK(over.error().message.find("egress.max_egresses") != std::string::npos);
+  auto listed = h.list(ctrl::ListEgressesRequest());
+  REQUIRE(listed.ok());
+  CHECK(listed->egresses_size() == 2);
+  REQUIRE(h.delete_egress(a.egress_id()).ok());
+  must_create(h, socks5("203.0.113.7:1080"));
+}
