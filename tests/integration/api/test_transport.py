@@ -284,13 +284,73 @@ def test_idle_connections_are_closed_after_idle_timeout(agent_factory):
     s.close()
 
 
-def test_malformed_http_is_400(agent):
+def raw_http1(agent, request):
+    """Sends raw bytes; returns (status, lower-cased headers, body) of the answer, read
+    until the agent closes. The agent may close before it read everything we sent."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     s.connect(agent.socket_path)
-    s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-    assert s.recv(4096).startswith(b"HTTP/1.1 400")
+    try:
+        s.sendall(request)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
     s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (l.partition(":") for l in lines[1:]))
+    return int(lines[0].split()[1]), headers, body
+
+
+def connect_error(headers, body):
+    """The Connect error body every refusal carries: (code, message)."""
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)
+    return error["code"], error.get("message", "")
+
+
+def test_malformed_http_is_400_with_a_connect_error_body(agent):
+    status, headers, body = raw_http1(agent, b"NOT HTTP AT ALL\r\n\r\n")
+    assert status == 400
+    assert connect_error(headers, body)[0] == "invalid_argument"
+
+
+def test_a_64_kib_request_line_is_414(agent):
+    """Issue 33 (7): it was 400 with a plain-text "the on_url callback failed"."""
+    status, headers, body = raw_http1(agent, b"POST /" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 414
+    assert connect_error(headers, body)[0] == "resource_exhausted"
+
+
+def test_an_http_version_other_than_1_is_505(agent):
+    status, headers, body = raw_http1(agent, b"POST /%s HTTP/9.9\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                             b"Content-Length: 2\r\n\r\n{}" % GET_AGENT.encode())
+    assert status == 505
+    code, message = connect_error(headers, body)
+    assert code == "unimplemented" and "HTTP/9.9" in message
+
+
+def test_a_request_line_without_a_version_is_400(agent):
+    status, headers, body = raw_http1(agent, b"POST /%s\r\n\r\n" % GET_AGENT.encode())
+    assert status == 400
+    assert connect_error(headers, body) == ("invalid_argument", "the request line has no HTTP version")
+
+
+def test_obs_fold_headers_are_400(agent):
+    """RFC 9112 section 5.2: a server MUST reject obs-fold with 400 (or unfold it)."""
+    status, headers, body = raw_http1(agent, b"POST /%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/\r\n"
+                                             b" json\r\nContent-Length: 2\r\n\r\n{}" % GET_AGENT.encode())
+    assert status == 400
+    code, message = connect_error(headers, body)
+    assert code == "invalid_argument" and "obs-fold" in message
 
 
 # -- GET /metrics ------------------------------------------------------------------------
