@@ -353,6 +353,20 @@ def test_obs_fold_headers_are_400(agent):
     assert code == "invalid_argument" and "obs-fold" in message
 
 
+def test_error_bodies_are_utf8_json_when_the_request_was_not_utf8(agent):
+    """Issue 33 (5): bytes C0 AD from the request were echoed into the error body."""
+    for body in (b'{"commandId":"\xc0\xad"}', b'{"\xc0\xad":1}', b"\xc0\xad"):
+        status, _, data = agent.call_raw("kibotos.ctrl.v1.EgressService/CreateEgress", body)
+        assert status == 400
+        error = json.loads(data.decode("utf-8"))  # strict: raises on bytes that are not UTF-8
+        assert error["code"] == "invalid_argument"
+    status, headers, data = raw_http1(agent, b"POST /kibotos.ctrl.v1.AgentService/\xc0\xad HTTP/1.1\r\nHost: x\r\n"
+                                             b"Content-Type: application/json\r\nContent-Length: 2\r\n"
+                                             b"Connection: close\r\n\r\n{}")
+    assert status == 404
+    assert json.loads(data.decode("utf-8"))["code"] == "unimplemented"
+
+
 # -- GET /metrics ------------------------------------------------------------------------
 def test_metrics_is_prometheus_text_with_the_counts_of_get_agent(agent):
     require_get_agent(agent)
