@@ -367,6 +367,30 @@ def test_error_bodies_are_utf8_json_when_the_request_was_not_utf8(agent):
     assert json.loads(data.decode("utf-8"))["code"] == "unimplemented"
 
 
+def test_duplicate_json_keys_are_invalid_argument_and_change_nothing(agent):
+    """Issue 33 (4): the last of two values for one key won."""
+    bodies = [b'{"commandId":"dup-a","commandId":"dup-b","spec":{"socks5":{"address":"1.2.3.4:1080"}}}',
+              b'{"commandId":"dup-c","command_id":"dup-d","spec":{"socks5":{"address":"1.2.3.4:1080"}}}',
+              b'{"commandId":"dup-e","spec":{"socks5":{"address":"1.2.3.4:1080","address":"5.6.7.8:1080"}}}']
+    for body in bodies:
+        status, _, data = agent.call_raw("kibotos.ctrl.v1.EgressService/CreateEgress", body)
+        assert status == 400, data
+        error = json.loads(data)
+        assert error["code"] == "invalid_argument" and "given twice" in error["message"], error
+    status, listed = agent.call("kibotos.ctrl.v1.EgressService/ListEgresses", {})
+    assert status == 200 and not listed.get("egresses"), listed
+
+
+def test_a_json_syntax_error_gives_a_position_not_the_request_bytes(agent):
+    """Issue 33 (6): ~20 bytes around the error were echoed, e.g. an unquoted password."""
+    body = b'{"commandId":"s1","spec":{"socks5":{"address":"1.2.3.4:1080","password": hunter2secret}}}'
+    status, _, data = agent.call_raw("kibotos.ctrl.v1.EgressService/CreateEgress", body)
+    assert status == 400
+    message = json.loads(data)["message"]
+    assert "hunter2" not in message and "1.2.3.4" not in message, message
+    assert "line 1, column 74" in message, message
+
+
 # -- GET /metrics ------------------------------------------------------------------------
 def test_metrics_is_prometheus_text_with_the_counts_of_get_agent(agent):
     require_get_agent(agent)
