@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import h2_raw
 from api_helpers import GET_AGENT, check_get_agent_json, python_protos, require_get_agent
 from kibotos_agent import connect_call, metric, wait_for
 
@@ -418,3 +419,21 @@ def test_metrics_over_http2_and_only_with_get(agent):
     assert "# TYPE kibotos_connections gauge" in body
     status, headers, _ = connect_call(agent.connection(), "metrics", {})  # a POST
     assert status == 405 and headers["allow"] == "GET"
+
+
+# -- HTTP/2 frames python3-h2 will not send ---------------------------------------------
+def test_h2_headers_on_a_lower_stream_id_is_goaway_protocol_error(agent):
+    """RFC 9113 section 5.1.1; nghttp2 ignored it once it had forgotten the stream."""
+    block = h2_raw.request_headers(GET_AGENT, [("content-type", "application/json")])
+    frames = (h2_raw.frame(h2_raw.HEADERS, h2_raw.END_HEADERS | h2_raw.END_STREAM, 5, block)
+              + h2_raw.frame(h2_raw.HEADERS, h2_raw.END_HEADERS | h2_raw.END_STREAM, 3, block))
+    assert h2_raw.goaway_error(agent.socket_path, frames) == h2_raw.PROTOCOL_ERROR
+
+
+def test_h2_rapid_reset_is_goaway_enhance_your_calm(agent):
+    """CVE-2023-44487: streams opened and reset at once, past nghttp2's budget (1000)."""
+    block = h2_raw.request_headers(GET_AGENT, [("content-type", "application/json")])
+    frames = b"".join(h2_raw.frame(h2_raw.HEADERS, h2_raw.END_HEADERS, sid, block)
+                      + h2_raw.frame(h2_raw.RST_STREAM, 0, sid, (8).to_bytes(4, "big"))  # CANCEL
+                      for sid in range(1, 2 * 1100, 2))
+    assert h2_raw.goaway_error(agent.socket_path, frames) == h2_raw.ENHANCE_YOUR_CALM
