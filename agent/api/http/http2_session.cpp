@@ -228,14 +228,18 @@ int Http2Session::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame,
   return 0;
 }
 
-int Http2Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+int Http2Session::on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
                             const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
   Http2Session* h = self(ud);
   Stream* s = h->find(frame->hd.stream_id);
   if (s == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;  // trailers are ignored
   s->header_bytes += namelen + valuelen;
-  if (s->header_bytes > kMaxHeaderBytes || s->request.headers.size() > 100)
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+  if (s->header_bytes > kMaxHeaderBytes || s->request.headers.size() > 100) {
+    // A flood of header fields: the stream is reset with ENHANCE_YOUR_CALM, queued
+    // first so that nghttp2 does not add its own RST_STREAM(INTERNAL_ERROR).
+    (void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_ENHANCE_YOUR_CALM);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
   std::string n(reinterpret_cast<const char*>(name), namelen);
   std::string v(reinterpret_cast<const char*>(value), valuelen);
   if (n == ":method") {

@@ -437,3 +437,10 @@ def test_h2_rapid_reset_is_goaway_enhance_your_calm(agent):
                       + h2_raw.frame(h2_raw.RST_STREAM, 0, sid, (8).to_bytes(4, "big"))  # CANCEL
                       for sid in range(1, 2 * 1100, 2))
     assert h2_raw.goaway_error(agent.socket_path, frames) == h2_raw.ENHANCE_YOUR_CALM
+
+
+def test_h2_a_flood_of_header_fields_resets_the_stream_with_enhance_your_calm(agent):
+    """More than the 100 header fields a request may have."""
+    many = [("x-flood-%d" % i, "v") for i in range(150)]
+    out = h2_raw.exchange(agent.socket_path, GET_AGENT, [("content-type", "application/json")] + many, body=b"{}")
+    assert out.reset == h2_raw.ENHANCE_YOUR_CALM, vars(out)
