@@ -3,6 +3,8 @@
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/common/log_rate_limit.h"
+
 namespace kib::daemon {
 namespace {
 
@@ -31,22 +33,6 @@ void log_protobuf(pb::LogLevel level, const char* file, int line, const std::str
 }
 
 }  // namespace
-
-LogRateLimit::Verdict LogRateLimit::admit(Clock::time_point now) {
-  std::lock_guard lock(mu_);
-  if (in_window_ == 0 || now - window_start_ >= window_) {
-    window_start_ = now;
-    in_window_ = 0;
-  }
-  if (in_window_ >= burst_) {
-    ++suppressed_;
-    return {};
-  }
-  ++in_window_;
-  Verdict v{true, suppressed_};
-  suppressed_ = 0;
-  return v;
-}
 
 void route_protobuf_logs() { pb::SetLogHandler(log_protobuf); }
 
