@@ -47,8 +47,29 @@ std::string connect_path(std::string_view method) {
   return "/" + p;
 }
 
-Error transport_error(CURL* c, CURLcode rc, const char* errbuf, const Endpoint& ep) {
+// The TLS alert the server sent, from curl's trace ("TLSv1.3 (IN), TLS alert, unknown
+// CA (560):"). With TLS 1.3 the server checks our certificate after our side of the
+// handshake is done: its refusal arrives as an alert on the first read, and curl's own
+// error then only says that the connection is gone ("getpeername() failed with errno
+// 107").
+int on_curl_trace(CURL*, curl_infotype type, char* data, size_t size, void* user) {
+  if (type != CURLINFO_TEXT) return 0;
+  static constexpr std::string_view kAlert = "(IN), TLS alert, ";
+  const std::string_view line(data, size);
+  const size_t at = line.find(kAlert);
+  if (at == std::string_view::npos) return 0;
+  std::string_view alert = line.substr(at + kAlert.size());
+  alert = alert.substr(0, alert.rfind(" ("));  // the alert's number
+  if (alert == "close notify") return 0;       // an orderly end, not a refusal
+  *static_cast<std::string*>(user) = std::string(alert);
+  return 0;
+}
+
+Error transport_error(CURL* c, CURLcode rc, const char* errbuf, const Endpoint& ep, const std::string& tls_alert) {
   const std::string where = ep.server.empty() ? ep.unix_socket : ep.server;
+  if (!tls_alert.empty())
+    return Error{Code::unavailable, "cannot reach the agent at " + where + ": the server refused the TLS handshake: " +
+                                        tls_alert + " (is --cert issued by the agent's client CA?)"};
   long os_errno = 0;
   curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
   std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
@@ -91,7 +112,7 @@ Result<std::string> ConnectClient::call(std::string_view method, const std::stri
   CURL* c = curl_->handle.get();
   if (c == nullptr) return Error{Code::internal, "curl_easy_init failed"};
   curl_easy_reset(c);
-  std::string url;
+  std::string url, tls_alert;
   if (endpoint_.server.empty()) {
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, endpoint_.unix_socket.c_str());
     url = "http://localhost" + connect_path(method);
@@ -101,6 +122,10 @@ Result<std::string> ConnectClient::call(std::string_view method, const std::stri
     curl_easy_setopt(c, CURLOPT_SSLKEY, endpoint_.key.c_str());
     if (!endpoint_.ca.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, endpoint_.ca.c_str());
     curl_easy_setopt(c, CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2));
+    // The trace goes to on_curl_trace only, never to stderr.
+    curl_easy_setopt(c, CURLOPT_DEBUGFUNCTION, on_curl_trace);
+    curl_easy_setopt(c, CURLOPT_DEBUGDATA, &tls_alert);
+    curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
   }
   const std::string timeout = "Connect-Timeout-Ms: " + std::to_string(endpoint_.timeout_seconds * 1000ull);
   curl_slist* raw = nullptr;
@@ -120,7 +145,7 @@ Result<std::string> ConnectClient::call(std::string_view method, const std::stri
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // never send the agent's API through a proxy
   const CURLcode rc = curl_easy_perform(c);
-  if (rc != CURLE_OK) return transport_error(c, rc, errbuf, endpoint_);
+  if (rc != CURLE_OK) return transport_error(c, rc, errbuf, endpoint_, tls_alert);
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   if (status != 200) return error_from_response(status, body);

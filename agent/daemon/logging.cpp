@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/daemon/json_log_formatter.h"
+#include "agent/daemon/protobuf_log.h"
 
 namespace kib::daemon {
 
@@ -17,6 +18,7 @@ void setup_logging(const std::string& level, const std::string& format) {
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::trace);  // lines reach journald/tests as they happen
   spdlog::set_default_logger(logger);
+  route_protobuf_logs();
 }
 
 }  // namespace kib::daemon

@@ -3,6 +3,8 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "agent/common/utf8.h"
+
 namespace kib::api {
 namespace {
 
@@ -23,7 +25,8 @@ HttpResponse connect_error_response(const Error& error, int http_status) {
   r.headers.emplace_back("content-type", "application/json");
   // Field order fixed ("code" first) so the body reads the same every time.
   r.body = "{\"code\":" + json_string(std::string(code_name(error.code)));
-  if (!error.message.empty()) r.body += ",\"message\":" + json_string(error.message);
+  // Messages may quote request bytes; the body must stay JSON (UTF-8) whatever they were.
+  if (!error.message.empty()) r.body += ",\"message\":" + json_string(to_valid_utf8(error.message));
   r.body += "}";
   return r;
 }

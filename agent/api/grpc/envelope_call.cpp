@@ -6,6 +6,7 @@
 #include "agent/api/compression/gzip.h"
 #include "agent/api/connect/method_call.h"
 #include "agent/api/grpc/grpc_status.h"
+#include "agent/common/utf8.h"
 
 namespace kib::api {
 namespace {
@@ -16,7 +17,8 @@ std::string connect_end_stream(const Status& status) {
   google::protobuf::Struct end;
   auto& error = *(*end.mutable_fields())["error"].mutable_struct_value()->mutable_fields();
   error["code"].set_string_value(std::string(code_name(status.error().code)));
-  if (!status.error().message.empty()) error["message"].set_string_value(status.error().message);
+  // Messages may quote request bytes: JSON strings must be UTF-8 whatever they were.
+  if (!status.error().message.empty()) error["message"].set_string_value(to_valid_utf8(status.error().message));
   std::string out;
   if (!google::protobuf::util::MessageToJsonString(end, &out).ok()) return R"({"error":{"code":"internal"}})";
   return out;

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdint>
 
+#include "agent/common/utf8.h"
+
 namespace kib::api {
 
 int grpc_status_number(Code code) { return static_cast<int>(code); }
@@ -54,7 +56,9 @@ HttpHeaders grpc_status_fields(const Status& status) {
   }
   out.emplace_back("grpc-status", std::to_string(grpc_status_number(status.error().code)));
   if (!status.error().message.empty())
-    out.emplace_back("grpc-message", percent_encode_grpc_message(status.error().message));
+    // "The value portion of Status-Message is conceptually a Unicode string": bytes a
+    // request carried that are not UTF-8 would not decode on the client.
+    out.emplace_back("grpc-message", percent_encode_grpc_message(to_valid_utf8(status.error().message)));
   return out;
 }
 

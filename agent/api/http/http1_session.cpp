@@ -5,6 +5,8 @@
 #include <chrono>
 #include <climits>
 
+#include "agent/api/connect/connect_error.h"
+
 namespace kib::api {
 namespace {
 
@@ -44,7 +46,14 @@ void Http1Session::serve(std::string_view initial) {
 
 bool Http1Session::feed(const char* data, size_t len) {
   while (len > 0) {
+    chunk_begin_ = data;
     size_t used = http_parser_execute(&parser_, &settings_, data, len);
+    for (size_t i = used; i > 0; --i) {
+      if (data[i - 1] != ' ' && data[i - 1] != '\t') {
+        last_non_space_ = data[i - 1];
+        break;
+      }
+    }
     const bool written = answer_ready();
     if (close_after_) {
       // Answered without reading the body: let the client finish sending, then close.
@@ -54,10 +63,7 @@ bool Http1Session::feed(const char* data, size_t len) {
     if (!written || closing_) return false;
     enum http_errno err = HTTP_PARSER_ERRNO(&parser_);
     if (err != HPE_OK) {
-      if (too_many_headers_ || err == HPE_HEADER_OVERFLOW)
-        fail(431, "request headers too large");
-      else
-        fail(400, http_errno_description(err));
+      fail_parse(err);
       return false;
     }
     if (parser_.upgrade) {
@@ -65,7 +71,7 @@ bool Http1Session::feed(const char* data, size_t len) {
       http_parser_init(&parser_, HTTP_REQUEST);
       parser_.data = this;
     } else if (used != len) {
-      fail(400, "malformed request");
+      fail(400, Error{Code::invalid_argument, "malformed request"});
       return false;
     }
     data += used;
@@ -103,12 +109,34 @@ bool Http1Session::write_response(const HttpResponse& r, bool keep_alive) {
   return stream_.write_all(head.data(), head.size()) && stream_.write_all(r.body.data(), r.body.size());
 }
 
-void Http1Session::fail(int status, const char* message) {
-  HttpResponse r;
-  r.status = status;
-  r.headers.emplace_back("content-type", "text/plain");
-  r.body = std::string(message) + "\n";
-  (void)write_response(r, false);
+// A Connect error body, as every other refusal: clients read the same JSON whatever
+// layer refused them.
+void Http1Session::fail(int status, const Error& error) {
+  (void)write_response(connect_error_response(error, status), false);
+}
+
+void Http1Session::fail_parse(enum http_errno err) {
+  if (version_refusal_) return fail(version_refusal_->first, version_refusal_->second);
+  if (url_too_long_)
+    return fail(414,
+                Error{Code::resource_exhausted, "request target longer than " + std::to_string(kMaxUrl) + " bytes"});
+  if (too_many_headers_ || err == HPE_HEADER_OVERFLOW)
+    return fail(431, Error{Code::resource_exhausted, "request headers too large"});
+  // RFC 9112 section 5.2: "A server that receives an obs-fold in a request message ...
+  // MUST either reject the message by sending a 400 (Bad Request) ... or replace each
+  // received obs-fold with one or more SP octets": we reject it.
+  if (obs_fold_) return fail(400, Error{Code::invalid_argument, "obsolete line folding in a header (obs-fold)"});
+  fail(400, Error{Code::invalid_argument, std::string("malformed request: ") + http_errno_description(err)});
+}
+
+// A value starts after "name:" and optional whitespace; a continuation line (obs-fold)
+// starts after a line break and whitespace. A value cut by a read goes on right after
+// the last byte read, which is neither.
+bool Http1Session::obs_fold_before(const char* value) const {
+  const char* p = value;
+  while (p > chunk_begin_ && (p[-1] == ' ' || p[-1] == '\t')) --p;
+  const char before = p > chunk_begin_ ? p[-1] : last_non_space_;
+  return before == '\n';
 }
 
 // After answering a request whose body we refused to read, read (and drop) what the
@@ -150,7 +178,10 @@ int Http1Session::on_message_begin(http_parser* p) {
 
 int Http1Session::on_url(http_parser* p, const char* at, size_t len) {
   Http1Session* s = self(p);
-  if (s->url_.size() + len > kMaxUrl) return 1;
+  if (s->url_.size() + len > kMaxUrl) {
+    s->url_too_long_ = true;
+    return 1;
+  }
   s->url_.append(at, len);
   return 0;
 }
@@ -165,6 +196,11 @@ int Http1Session::on_header_field(http_parser* p, const char* at, size_t len) {
 
 int Http1Session::on_header_value(http_parser* p, const char* at, size_t len) {
   Http1Session* s = self(p);
+  // An empty value is reported as zero bytes at the start of the next line.
+  if (len > 0 && s->obs_fold_before(at)) {
+    s->obs_fold_ = true;
+    return 1;
+  }
   s->value_.append(at, len);
   s->last_was_value_ = true;
   return 0;
@@ -174,6 +210,18 @@ int Http1Session::on_headers_complete(http_parser* p) {
   Http1Session* s = self(p);
   s->commit_header();
   if (s->too_many_headers_) return -1;
+  // http-parser reads a request line without a version as HTTP/0.9, and any digit as
+  // a major version.
+  if (p->http_major == 0 && p->http_minor == 9) {
+    s->version_refusal_.emplace(400, Error{Code::invalid_argument, "the request line has no HTTP version"});
+    return -1;
+  }
+  if (p->http_major != 1) {
+    const std::string version = std::to_string(p->http_major) + "." + std::to_string(p->http_minor);
+    s->version_refusal_.emplace(
+        505, Error{Code::unimplemented, "HTTP/" + version + " is not supported (HTTP/1.1 and HTTP/2 are)"});
+    return -1;
+  }
   HttpRequest& req = s->current_;
   req.method = http_method_str(static_cast<http_method>(p->method));
   req.path = s->url_.substr(0, s->url_.find('?'));

@@ -8,9 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "agent/api/http/byte_stream.h"
 #include "agent/api/http/http_message.h"
+#include "agent/common/result.h"
 
 namespace kib::api {
 
@@ -33,7 +35,10 @@ class Http1Session {
   bool feed(const char* data, size_t len);
   bool answer_ready();
   bool write_response(const HttpResponse& r, bool keep_alive);
-  void fail(int status, const char* message);
+  void fail(int status, const Error& error);
+  // The answer to a request the parser refused, or that our callbacks stopped.
+  void fail_parse(enum http_errno err);
+  bool obs_fold_before(const char* value) const;
   void drain_after_early_response();
   void commit_header();
 
@@ -56,6 +61,14 @@ class Http1Session {
   std::string url_, field_, value_;
   bool last_was_value_ = false;
   bool too_many_headers_ = false;
+  bool url_too_long_ = false;
+  bool obs_fold_ = false;
+  // Why on_headers_complete refused the request (its HTTP version), if it did.
+  std::optional<std::pair<int, Error>> version_refusal_;
+  // The bytes being parsed begin here; the last byte other than SP and HTAB parsed
+  // before them. Together they tell an obs-fold continuation from a value cut by a read.
+  const char* chunk_begin_ = nullptr;
+  char last_non_space_ = '\n';
   // A request announced a body over the limit: it is answered and the connection
   // closed without reading the body.
   bool close_after_ = false;

@@ -35,14 +35,23 @@ bool Http2Session::start() {
   nghttp2_session_callbacks* cbs = nullptr;
   if (nghttp2_session_callbacks_new(&cbs) != 0) return false;
   nghttp2_session_callbacks_set_send_callback(cbs, on_send);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_option* option = nullptr;
+  if (nghttp2_option_new(&option) != 0) {
+    nghttp2_session_callbacks_del(cbs);
+    return false;
+  }
+  // Our own limit replaces nghttp2's, whose GOAWAY says INTERNAL_ERROR (take_reset_token).
+  nghttp2_option_set_stream_reset_rate_limit(option, UINT64_MAX, UINT64_MAX);
   nghttp2_session* raw = nullptr;
-  int rv = nghttp2_session_server_new(&raw, cbs, this);
+  int rv = nghttp2_session_server_new2(&raw, cbs, this, option);
+  nghttp2_option_del(option);
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) return false;
   session_.reset(raw);
@@ -79,7 +88,11 @@ std::optional<std::chrono::steady_clock::time_point> Http2Session::oldest_pendin
 bool Http2Session::receive(const char* data, size_t len) {
   ssize_t rv = nghttp2_session_mem_recv(session_.get(), reinterpret_cast<const uint8_t*>(data), len);
   if (rv < 0) {
-    (void)nghttp2_session_send(session_.get());  // GOAWAY, if nghttp2 queued one
+    // nghttp2 stops a flood (of frames it must acknowledge, or of CONTINUATION)
+    // without a GOAWAY: RFC 9113 section 5.4.1 names the code for it.
+    if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+      (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_ENHANCE_YOUR_CALM);
+    (void)nghttp2_session_send(session_.get());  // GOAWAY, if one is queued
     return false;
   }
   return answer_ready() && nghttp2_session_send(session_.get()) == 0;
@@ -168,6 +181,40 @@ ssize_t Http2Session::read_call_output(nghttp2_session* session, int32_t stream_
   return static_cast<ssize_t>(n);
 }
 
+bool Http2Session::headers_on_a_used_stream_id(const nghttp2_frame_hd& hd) const {
+  // Even ids are the server's: nghttp2 refuses those itself.
+  if (hd.type != NGHTTP2_HEADERS || hd.stream_id % 2 == 0 || hd.stream_id > last_client_stream_) return false;
+  // A stream nghttp2 still knows: trailers, or an error nghttp2 names itself.
+  if (nghttp2_session_get_stream_remote_close(session_.get(), hd.stream_id) != -1) return false;
+  return std::find(reset_streams_.begin(), reset_streams_.end(), hd.stream_id) == reset_streams_.end();
+}
+
+bool Http2Session::take_reset_token() {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - reset_tokens_at_).count();
+  reset_tokens_ = std::min(kResetBurst, reset_tokens_ + seconds * kResetsPerSecond);
+  reset_tokens_at_ = now;
+  if (reset_tokens_ < 1) return false;
+  reset_tokens_ -= 1;
+  return true;
+}
+
+void Http2Session::goaway(uint32_t error_code) { (void)nghttp2_session_terminate_session(session_.get(), error_code); }
+
+int Http2Session::on_begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* ud) {
+  Http2Session* h = self(ud);
+  if (h->headers_on_a_used_stream_id(*hd)) {
+    // "An endpoint that receives an unexpected stream identifier MUST respond with a
+    // connection error of type PROTOCOL_ERROR"; nghttp2 ignores it when it no longer
+    // knows the stream.
+    h->goaway(NGHTTP2_PROTOCOL_ERROR);
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  if (hd->type == NGHTTP2_HEADERS && hd->stream_id % 2 == 1)
+    h->last_client_stream_ = std::max(h->last_client_stream_, hd->stream_id);
+  return 0;
+}
+
 ssize_t Http2Session::on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* ud) {
   if (!self(ud)->stream_.write_all(data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
   return static_cast<ssize_t>(len);
@@ -181,14 +228,18 @@ int Http2Session::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame,
   return 0;
 }
 
-int Http2Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+int Http2Session::on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
                             const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
   Http2Session* h = self(ud);
   Stream* s = h->find(frame->hd.stream_id);
   if (s == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;  // trailers are ignored
   s->header_bytes += namelen + valuelen;
-  if (s->header_bytes > kMaxHeaderBytes || s->request.headers.size() > 100)
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+  if (s->header_bytes > kMaxHeaderBytes || s->request.headers.size() > 100) {
+    // A flood of header fields: the stream is reset with ENHANCE_YOUR_CALM, queued
+    // first so that nghttp2 does not add its own RST_STREAM(INTERNAL_ERROR).
+    (void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_ENHANCE_YOUR_CALM);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
   std::string n(reinterpret_cast<const char*>(name), namelen);
   std::string v(reinterpret_cast<const char*>(value), valuelen);
   if (n == ":method") {
@@ -234,6 +285,10 @@ int Http2Session::on_data_chunk(nghttp2_session*, uint8_t, int32_t stream_id, co
 
 int Http2Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
   Http2Session* h = self(ud);
+  if (frame->hd.type == NGHTTP2_RST_STREAM && !h->take_reset_token()) {
+    h->goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   Stream* s = h->find(frame->hd.stream_id);
   if (s == nullptr) return 0;
@@ -258,6 +313,12 @@ int Http2Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, vo
 }
 
 int Http2Session::on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    auto& resets = self(ud)->reset_streams_;
+    resets.push_back(frame->hd.stream_id);
+    if (resets.size() > kRememberedResets) resets.pop_front();
+    return 0;
+  }
   // A response sent before the request ended (an oversized body): tell the client to
   // stop sending with RST_STREAM(NO_ERROR), as RFC 9113 section 8.1 allows.
   if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;

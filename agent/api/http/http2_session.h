@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,12 @@ class Http2Session {
  private:
   static constexpr uint32_t kMaxConcurrentStreams = 100;
   static constexpr size_t kMaxHeaderBytes = 65536;
+  // Rapid reset (CVE-2023-44487): nghttp2's own defaults (a burst of 1000 RST_STREAM,
+  // then 33 a second), enforced here so that the GOAWAY says ENHANCE_YOUR_CALM.
+  static constexpr double kResetBurst = 1000, kResetsPerSecond = 33;
+  // Streams we reset recently, whose HEADERS (trailers the client sent before it saw
+  // the reset) are not a protocol error.
+  static constexpr size_t kRememberedResets = 128;
 
   bool start();
   bool receive(const char* data, size_t len);
@@ -57,7 +64,14 @@ class Http2Session {
   // Feeds a streaming call and submits what it produced.
   bool feed_call(int32_t stream_id, Stream& s, std::string_view data, bool end);
   Stream* find(int32_t stream_id);
+  // RFC 9113 section 5.1.1: a HEADERS frame on a stream id lower than the last one
+  // the client opened, on a stream that is not open, is a PROTOCOL_ERROR.
+  bool headers_on_a_used_stream_id(const nghttp2_frame_hd& hd) const;
+  bool take_reset_token();
+  // Ends the connection with GOAWAY(error_code) once it is sent.
+  void goaway(uint32_t error_code);
 
+  static int on_begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* ud);
   static ssize_t on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* ud);
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* ud);
   static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
@@ -77,6 +91,10 @@ class Http2Session {
   Nghttp2SessionPtr session_;
   std::map<int32_t, std::unique_ptr<Stream>> streams_;
   std::vector<int32_t> ready_;
+  int32_t last_client_stream_ = 0;
+  std::deque<int32_t> reset_streams_;
+  double reset_tokens_ = kResetBurst;
+  std::chrono::steady_clock::time_point reset_tokens_at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace kib::api

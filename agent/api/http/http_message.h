@@ -97,6 +97,7 @@ inline const char* http_reason(int status) {
     case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
@@ -105,6 +106,7 @@ inline const char* http_reason(int status) {
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
   }
 }

@@ -77,3 +77,51 @@ def exchange(socket_path, path, headers, body=b"", end_stream=True, timeout=10.0
 def envelope(message, flags=0):
     """One length-prefixed message of gRPC, gRPC-Web and Connect streaming."""
     return bytes([flags]) + len(message).to_bytes(4, "big") + message
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HEADERS, RST_STREAM, SETTINGS, GOAWAY = 0x1, 0x3, 0x4, 0x7
+END_STREAM, END_HEADERS = 0x1, 0x4
+PROTOCOL_ERROR, ENHANCE_YOUR_CALM = 0x1, 0xb
+
+
+def frame(kind, flags, stream_id, payload=b""):
+    """One HTTP/2 frame (RFC 9113 section 4.1), with nothing checked: for what python3-h2
+    refuses to send."""
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream_id.to_bytes(4, "big") + payload
+
+
+def request_headers(path, extra=()):
+    import hpack
+    return hpack.Encoder().encode([(":method", "POST"), (":scheme", "http"), (":authority", "localhost"),
+                                   (":path", "/" + path)] + list(extra))
+
+
+def goaway_error(socket_path, frames, timeout=10.0):
+    """Sends the preface, an empty SETTINGS and `frames`; returns the error code of the
+    GOAWAY the server answers with (None if the connection ends without one)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    sock.connect(socket_path)
+    try:
+        sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + frames)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    finally:
+        sock.close()
+    while len(data) >= 9:
+        length, kind = int.from_bytes(data[:3], "big"), data[3]
+        payload = data[9:9 + length]
+        if kind == GOAWAY:
+            return int.from_bytes(payload[4:8], "big")
+        data = data[9 + length:]
+    return None

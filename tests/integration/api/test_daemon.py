@@ -227,3 +227,32 @@ def test_the_open_file_limit_is_raised_to_the_hard_limit(agent):
         row = next(l for l in f if l.startswith("Max open files"))
     soft, hard = row.split()[3:5]
     assert soft == hard
+
+
+# A binary GetEgressRequest whose egress_id (field 1) is C0 AD, which is not UTF-8.
+NOT_UTF8_GET_EGRESS = b"\x0a\x02\xc0\xad"
+
+
+def test_protobuf_log_lines_go_through_log_format_and_are_rate_limited(agent_factory):
+    """Issue 33 (6): libprotobuf wrote "[libprotobuf ERROR …]" itself, one per bad request."""
+    a = agent_factory(config={"log": {"format": "json", "level": "info"}})
+    for _ in range(30):
+        status, _, _ = a.call_raw("kibotos.ctrl.v1.EgressService/GetEgress", NOT_UTF8_GET_EGRESS,
+                                  content_type="application/proto")
+        assert status == 400
+    assert a.stop() == 0
+    log = a.log()
+    assert "[libprotobuf" not in log
+    lines = [json.loads(l) for l in log.splitlines() if l.strip()]
+    protobuf = [l for l in lines if l["msg"].startswith("protobuf: ")]
+    assert 1 <= len(protobuf) <= 10, protobuf
+    assert all(l["level"] in ("warn", "warning") and "invalid UTF-8" in l["msg"] for l in protobuf), protobuf
+
+
+def test_log_level_off_silences_protobuf_too(agent_factory):
+    a = agent_factory(config={"log": {"level": "off"}})
+    status, _, _ = a.call_raw("kibotos.ctrl.v1.EgressService/GetEgress", NOT_UTF8_GET_EGRESS,
+                              content_type="application/proto")
+    assert status == 400
+    assert a.stop() == 0
+    assert "libprotobuf" not in a.log() and "protobuf" not in a.log()

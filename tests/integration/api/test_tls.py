@@ -3,6 +3,7 @@ required ("no certificate, or one from another CA, gets no access"), HTTP/2 by A
 and certificates reloaded on SIGHUP without dropping connections."""
 import http.client
 import json
+import os
 import shutil
 import signal
 import socket
@@ -221,3 +222,15 @@ def test_silent_tls_peers_neither_lock_out_the_unix_socket_nor_hold_their_slots(
     assert c.getresponse().status == 200
     for s in silent:
         s.close()
+
+
+def test_kibotosctl_with_a_refused_certificate_names_the_refusal(tls_agent, pki):
+    """Issue 33 (6): it said "getpeername() failed with errno 107"."""
+    from kibotos_agent import BUILD_ROOT
+    cert, key = pki["other_client"]
+    out = subprocess.run([os.path.join(BUILD_ROOT, "agent", "ctl", "kibotosctl"), "--server",
+                          "127.0.0.1:%d" % tls_agent.tls_port, "--cert", cert, "--key", key, "--ca", pki["ca"],
+                          "agent"], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert "the server refused the TLS handshake: " in out.stderr, out.stderr
+    assert "getpeername" not in out.stderr, out.stderr

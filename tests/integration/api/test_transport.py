@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import h2_raw
 from api_helpers import GET_AGENT, check_get_agent_json, python_protos, require_get_agent
 from kibotos_agent import connect_call, metric, wait_for
 
@@ -284,13 +285,111 @@ def test_idle_connections_are_closed_after_idle_timeout(agent_factory):
     s.close()
 
 
-def test_malformed_http_is_400(agent):
+def raw_http1(agent, request):
+    """Sends raw bytes; returns (status, lower-cased headers, body) of the answer, read
+    until the agent closes. The agent may close before it read everything we sent."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     s.connect(agent.socket_path)
-    s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-    assert s.recv(4096).startswith(b"HTTP/1.1 400")
+    try:
+        s.sendall(request)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
     s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (l.partition(":") for l in lines[1:]))
+    return int(lines[0].split()[1]), headers, body
+
+
+def connect_error(headers, body):
+    """The Connect error body every refusal carries: (code, message)."""
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)
+    return error["code"], error.get("message", "")
+
+
+def test_malformed_http_is_400_with_a_connect_error_body(agent):
+    status, headers, body = raw_http1(agent, b"NOT HTTP AT ALL\r\n\r\n")
+    assert status == 400
+    assert connect_error(headers, body)[0] == "invalid_argument"
+
+
+def test_a_64_kib_request_line_is_414(agent):
+    """Issue 33 (7): it was 400 with a plain-text "the on_url callback failed"."""
+    status, headers, body = raw_http1(agent, b"POST /" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 414
+    assert connect_error(headers, body)[0] == "resource_exhausted"
+
+
+def test_an_http_version_other_than_1_is_505(agent):
+    status, headers, body = raw_http1(agent, b"POST /%s HTTP/9.9\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                             b"Content-Length: 2\r\n\r\n{}" % GET_AGENT.encode())
+    assert status == 505
+    code, message = connect_error(headers, body)
+    assert code == "unimplemented" and "HTTP/9.9" in message
+
+
+def test_a_request_line_without_a_version_is_400(agent):
+    status, headers, body = raw_http1(agent, b"POST /%s\r\n\r\n" % GET_AGENT.encode())
+    assert status == 400
+    assert connect_error(headers, body) == ("invalid_argument", "the request line has no HTTP version")
+
+
+def test_obs_fold_headers_are_400(agent):
+    """RFC 9112 section 5.2: a server MUST reject obs-fold with 400 (or unfold it)."""
+    status, headers, body = raw_http1(agent, b"POST /%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/\r\n"
+                                             b" json\r\nContent-Length: 2\r\n\r\n{}" % GET_AGENT.encode())
+    assert status == 400
+    code, message = connect_error(headers, body)
+    assert code == "invalid_argument" and "obs-fold" in message
+
+
+def test_error_bodies_are_utf8_json_when_the_request_was_not_utf8(agent):
+    """Issue 33 (5): bytes C0 AD from the request were echoed into the error body."""
+    for body in (b'{"commandId":"\xc0\xad"}', b'{"\xc0\xad":1}', b"\xc0\xad"):
+        status, _, data = agent.call_raw("kibotos.ctrl.v1.EgressService/CreateEgress", body)
+        assert status == 400
+        error = json.loads(data.decode("utf-8"))  # strict: raises on bytes that are not UTF-8
+        assert error["code"] == "invalid_argument"
+    status, headers, data = raw_http1(agent, b"POST /kibotos.ctrl.v1.AgentService/\xc0\xad HTTP/1.1\r\nHost: x\r\n"
+                                             b"Content-Type: application/json\r\nContent-Length: 2\r\n"
+                                             b"Connection: close\r\n\r\n{}")
+    assert status == 404
+    assert json.loads(data.decode("utf-8"))["code"] == "unimplemented"
+
+
+def test_duplicate_json_keys_are_invalid_argument_and_change_nothing(agent):
+    """Issue 33 (4): the last of two values for one key won."""
+    bodies = [b'{"commandId":"dup-a","commandId":"dup-b","spec":{"socks5":{"address":"1.2.3.4:1080"}}}',
+              b'{"commandId":"dup-c","command_id":"dup-d","spec":{"socks5":{"address":"1.2.3.4:1080"}}}',
+              b'{"commandId":"dup-e","spec":{"socks5":{"address":"1.2.3.4:1080","address":"5.6.7.8:1080"}}}']
+    for body in bodies:
+        status, _, data = agent.call_raw("kibotos.ctrl.v1.EgressService/CreateEgress", body)
+        assert status == 400, data
+        error = json.loads(data)
+        assert error["code"] == "invalid_argument" and "given twice" in error["message"], error
+    status, listed = agent.call("kibotos.ctrl.v1.EgressService/ListEgresses", {})
+    assert status == 200 and not listed.get("egresses"), listed
+
+
+def test_a_json_syntax_error_gives_a_position_not_the_request_bytes(agent):
+    """Issue 33 (6): ~20 bytes around the error were echoed, e.g. an unquoted password."""
+    body = b'{"commandId":"s1","spec":{"socks5":{"address":"1.2.3.4:1080","password": hunter2secret}}}'
+    status, _, data = agent.call_raw("kibotos.ctrl.v1.EgressService/CreateEgress", body)
+    assert status == 400
+    message = json.loads(data)["message"]
+    assert "hunter2" not in message and "1.2.3.4" not in message, message
+    assert "line 1, column 74" in message, message
 
 
 # -- GET /metrics ------------------------------------------------------------------------
@@ -320,3 +419,28 @@ def test_metrics_over_http2_and_only_with_get(agent):
     assert "# TYPE kibotos_connections gauge" in body
     status, headers, _ = connect_call(agent.connection(), "metrics", {})  # a POST
     assert status == 405 and headers["allow"] == "GET"
+
+
+# -- HTTP/2 frames python3-h2 will not send ---------------------------------------------
+def test_h2_headers_on_a_lower_stream_id_is_goaway_protocol_error(agent):
+    """RFC 9113 section 5.1.1; nghttp2 ignored it once it had forgotten the stream."""
+    block = h2_raw.request_headers(GET_AGENT, [("content-type", "application/json")])
+    frames = (h2_raw.frame(h2_raw.HEADERS, h2_raw.END_HEADERS | h2_raw.END_STREAM, 5, block)
+              + h2_raw.frame(h2_raw.HEADERS, h2_raw.END_HEADERS | h2_raw.END_STREAM, 3, block))
+    assert h2_raw.goaway_error(agent.socket_path, frames) == h2_raw.PROTOCOL_ERROR
+
+
+def test_h2_rapid_reset_is_goaway_enhance_your_calm(agent):
+    """CVE-2023-44487: streams opened and reset at once, past nghttp2's budget (1000)."""
+    block = h2_raw.request_headers(GET_AGENT, [("content-type", "application/json")])
+    frames = b"".join(h2_raw.frame(h2_raw.HEADERS, h2_raw.END_HEADERS, sid, block)
+                      + h2_raw.frame(h2_raw.RST_STREAM, 0, sid, (8).to_bytes(4, "big"))  # CANCEL
+                      for sid in range(1, 2 * 1100, 2))
+    assert h2_raw.goaway_error(agent.socket_path, frames) == h2_raw.ENHANCE_YOUR_CALM
+
+
+def test_h2_a_flood_of_header_fields_resets_the_stream_with_enhance_your_calm(agent):
+    """More than the 100 header fields a request may have."""
+    many = [("x-flood-%d" % i, "v") for i in range(150)]
+    out = h2_raw.exchange(agent.socket_path, GET_AGENT, [("content-type", "application/json")] + many, body=b"{}")
+    assert out.reset == h2_raw.ENHANCE_YOUR_CALM, vars(out)

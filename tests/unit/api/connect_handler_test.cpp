@@ -10,6 +10,7 @@
 #include "agent/api/compression/gzip.h"
 #include "agent/api/connect/connect_error.h"
 #include "agent/api/connect/connect_handler.h"
+#include "agent/common/utf8.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 
@@ -267,4 +268,12 @@ TEST_CASE("every Connect code maps to its HTTP status in error responses") {
   CHECK(kib::api::connect_error_response(Error{Code::unauthenticated, "x"}).status == 401);
   CHECK(kib::api::connect_error_response(Error{Code::aborted, "x"}).status == 409);
   CHECK(kib::api::connect_error_response(Error{Code::unavailable, "x"}).status == 503);
+}
+
+TEST_CASE("an error body is JSON even when its message quoted bytes that are not UTF-8") {
+  auto r = kib::api::connect_error_response(Error{Code::invalid_argument, "bad \xC0\xAD id"});
+  CHECK(kib::valid_utf8_prefix(r.body) == r.body.size());
+  google::protobuf::Struct body;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(r.body, &body).ok());
+  CHECK(body.fields().at("message").string_value() == "bad \xEF\xBF\xBD\xEF\xBF\xBD id");
 }

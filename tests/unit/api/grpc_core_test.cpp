@@ -11,6 +11,7 @@
 #include "agent/api/grpc/grpc_status.h"
 #include "agent/api/grpc/rpc_protocol.h"
 #include "agent/api/grpc/rpc_router.h"
+#include "agent/common/utf8.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 
 namespace ctrl = kibotos::ctrl::v1;
@@ -39,6 +40,8 @@ struct Registry {
     registry.add_stream<ctrl::GetEgressRequest, ctrl::GetEgressResponse>(
         "test.Echo/Chat", [](const ctrl::GetEgressRequest& req, const CallContext&) -> Result<ctrl::GetEgressResponse> {
           if (req.egress_id() == "stop") return Error{Code::aborted, "stopped"};
+          // An error quoting bytes that are not UTF-8 (C0 AD is an overlong '-').
+          if (req.egress_id() == "not-utf8") return Error{Code::invalid_argument, "bad \xC0\xAD id"};
           ctrl::GetEgressResponse r;
           r.mutable_egress()->set_egress_id(req.egress_id());
           return r;
@@ -167,6 +170,11 @@ TEST_CASE("grpc-message is percent-encoded outside printable ASCII and for '%'")
   CHECK(percent_encode_grpc_message("100%") == "100%25");
   CHECK(percent_encode_grpc_message("a\nb") == "a%0Ab");
   CHECK(percent_encode_grpc_message("\xc3\xa9") == "%C3%A9");
+}
+
+TEST_CASE("grpc-message carries only UTF-8: bytes that are not are replaced with U+FFFD") {
+  auto fields = kib::api::grpc_status_fields(Error{Code::invalid_argument, "bad \xC0\xAD id"});
+  CHECK(field(fields, "grpc-message") == "bad %EF%BF%BD%EF%BF%BD id");
 }
 
 TEST_CASE("grpc-timeout: up to 8 digits and a unit") {
@@ -381,6 +389,18 @@ TEST_CASE("Connect streaming ends with an end-of-stream message") {
   const auto& error = end.fields().at("error").struct_value().fields();
   CHECK(error.at("code").string_value() == "aborted");
   CHECK(error.at("message").string_value() == "stopped");
+}
+
+TEST_CASE("a Connect end-of-stream error is valid JSON even when its message quoted bytes that are not UTF-8") {
+  Call e("/test.Echo/Chat", "application/connect+json");
+  e.send(encode_envelope(0, R"({"egressId":"not-utf8"})"));
+  auto err = envelopes(e.out.data);
+  REQUIRE(err.size() == 1);
+  CHECK(kib::valid_utf8_prefix(err[0].payload) == err[0].payload.size());
+  google::protobuf::Struct end;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(err[0].payload, &end).ok());
+  CHECK(end.fields().at("error").struct_value().fields().at("message").string_value() ==
+        "bad \xEF\xBF\xBD\xEF\xBF\xBD id");
 }
 
 TEST_CASE("a bidirectional stream answers each message as it arrives and ends with the request") {

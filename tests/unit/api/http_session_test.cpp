@@ -136,10 +136,62 @@ TEST_CASE("a chunked body over the limit is resource_exhausted and the connectio
   CHECK(c.read_until("\"}}").find("after") != std::string::npos);
 }
 
-TEST_CASE("a malformed request is answered 400 and closed") {
+TEST_CASE("a malformed request is answered 400 with a Connect error body and closed") {
   Connection c;
   c.send("BLAH\r\n\r\n");
-  CHECK(c.read_all().rfind("HTTP/1.1 400 ", 0) == 0);
+  std::string r = c.read_all();
+  CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK(r.find("content-type: application/json\r\n") != std::string::npos);
+  CHECK(r.find("{\"code\":\"invalid_argument\"") != std::string::npos);
+}
+
+TEST_CASE("a request target over 8 KiB is 414 URI Too Long") {
+  Connection c;
+  c.send("POST /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = c.read_all();
+  CHECK(r.rfind("HTTP/1.1 414 URI Too Long\r\n", 0) == 0);
+  CHECK(r.find("{\"code\":\"resource_exhausted\"") != std::string::npos);
+}
+
+TEST_CASE("an HTTP major version other than 1 is 505, and a request line without one is 400") {
+  Connection c;
+  c.send(
+      "POST /kibotos.ctrl.v1.EgressService/GetEgress HTTP/9.9\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\n\r\n{}");
+  std::string r = c.read_all();
+  CHECK(r.rfind("HTTP/1.1 505 HTTP Version Not Supported\r\n", 0) == 0);
+  CHECK(r.find("HTTP/9.9 is not supported") != std::string::npos);
+
+  Connection d;
+  d.send("POST /kibotos.ctrl.v1.EgressService/GetEgress\r\nContent-Type: application/json\r\n\r\n");
+  r = d.read_all();
+  CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK(r.find("the request line has no HTTP version") != std::string::npos);
+}
+
+TEST_CASE("HTTP/1.0 is still served") {
+  Connection c;
+  std::string request = post(R"({"egressId":"old"})");
+  request.replace(request.find("HTTP/1.1"), 8, "HTTP/1.0");
+  c.send(request);
+  CHECK(c.read_all().find("\"old\"") != std::string::npos);
+}
+
+TEST_CASE("obs-fold in a header is 400 (RFC 9112 section 5.2)") {
+  for (const char* fold :
+       {"X-Folded: first\r\n second\r\n", "X-Folded:\r\n\tsecond\r\n", "X-Folded: a\r\n  \t b\r\n"}) {
+    Connection c;
+    c.send(post(R"({"egressId":"x"})", fold));
+    std::string r = c.read_all();
+    CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
+    CHECK(r.find("obs-fold") != std::string::npos);
+  }
+}
+
+TEST_CASE("header values with inner whitespace and empty values are not obs-fold") {
+  Connection c;
+  c.send(post(R"({"egressId":"ws"})", "X-Spaced: a  b\t c \r\nX-Empty:\r\nX-Blank:   \r\n"));
+  CHECK(c.read_until("\"}}").find("\"ws\"") != std::string::npos);
 }
 
 TEST_CASE("Connection: close is honoured") {
