@@ -97,14 +97,14 @@ def request_headers(path, extra=()):
                                    (":path", "/" + path)] + list(extra))
 
 
-def goaway_error(socket_path, frames, timeout=10.0):
-    """Sends the preface, an empty SETTINGS and `frames`; returns the error code of the
-    GOAWAY the server answers with (None if the connection ends without one)."""
+def send_and_read_all(socket_path, request, timeout=10.0):
+    """Sends raw bytes to the agent's Unix socket and returns all it answers, read until
+    it closes (or `timeout` passes). The agent may close before it read everything."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     sock.connect(socket_path)
     try:
-        sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + frames)
+        sock.sendall(request)
     except (BrokenPipeError, ConnectionResetError):
         pass
     data = b""
@@ -118,6 +118,13 @@ def goaway_error(socket_path, frames, timeout=10.0):
         pass
     finally:
         sock.close()
+    return data
+
+
+def goaway_error(socket_path, frames, timeout=10.0):
+    """Sends the preface, an empty SETTINGS and `frames`; returns the error code of the
+    GOAWAY the server answers with (None if the connection ends without one)."""
+    data = send_and_read_all(socket_path, PREFACE + frame(SETTINGS, 0, 0) + frames, timeout)
     while len(data) >= 9:
         length, kind = int.from_bytes(data[:3], "big"), data[3]
         payload = data[9:9 + length]

@@ -288,23 +288,7 @@ def test_idle_connections_are_closed_after_idle_timeout(agent_factory):
 def raw_http1(agent, request):
     """Sends raw bytes; returns (status, lower-cased headers, body) of the answer, read
     until the agent closes. The agent may close before it read everything we sent."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(agent.socket_path)
-    try:
-        s.sendall(request)
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except ConnectionResetError:
-        pass
-    s.close()
+    data = h2_raw.send_and_read_all(agent.socket_path, request)
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = dict((k.strip().lower(), v.strip()) for k, _, v in (l.partition(":") for l in lines[1:]))
