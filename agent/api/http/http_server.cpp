@@ -27,6 +27,22 @@ void set_timeouts(int fd, std::chrono::seconds timeout) {
 // a ClientHello holds a slot this long, not api.idle_timeout.
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
+// A refused TLS handshake (a client certificate the CA does not vouch for): under TLS
+// 1.3 the client has finished its side and sent its first request by then, and a
+// close with that request unread is an RST, which throws away the alert that says why
+// before the client reads it. So, as web servers close: FIN after the alert, then read
+// and drop what the client still sends, until it closes or a second passes.
+void linger_close(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  set_timeouts(fd, std::chrono::seconds(1));
+  char buf[4096];
+  for (size_t dropped = 0; dropped < (64u << 10);) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    dropped += static_cast<size_t>(n);
+  }
+}
+
 // The address a TCP peer connects from, without its port ("" when unknown).
 std::string tcp_peer_host(int fd) {
   sockaddr_storage ss{};
@@ -149,6 +165,7 @@ void HttpServer::serve(Worker& w, Kind kind) {
       serve_connection(guarded, handler_, (*tls)->peer_subject());
     } else {
       spdlog::info("api: TLS client refused: {}", tls.error().message);
+      if (tls.error().code != Code::deadline_exceeded) linger_close(fd);  // a silent one has nothing to read
     }
   }
   // The peer sees the end now; the fd itself is closed when the worker is reaped.

@@ -3,6 +3,7 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace kib::api {
@@ -13,6 +14,14 @@ Result<std::unique_ptr<TlsStream>> TlsStream::accept(SSL_CTX* ctx, int fd) {
   if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return Error{Code::internal, "SSL_new failed"};
   int r = SSL_accept(ssl.get());
   if (r != 1) {
+    // SO_RCVTIMEO ran out: OpenSSL reads EAGAIN as "retry" (WANT_READ).
+    const int saved_errno = errno;
+    const int err = SSL_get_error(ssl.get(), r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ||
+        (err == SSL_ERROR_SYSCALL && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))) {
+      ERR_clear_error();
+      return Error{Code::deadline_exceeded, "the client sent no handshake in time"};
+    }
     char buf[256] = "handshake failed";
     if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
     ERR_clear_error();
