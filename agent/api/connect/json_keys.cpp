@@ -139,7 +139,10 @@ class KeyScanner {
       if (at('}')) break;  // empty, or after a trailing comma (protobuf allows it)
       KIB_TRY_ASSIGN(std::string key, object_key());
       const pb::FieldDescriptor* f = has_field_keys(type) ? field_for_key(*type, key) : nullptr;
-      const std::string identity = f != nullptr ? "#" + std::to_string(f->number()) : key;
+      // A field's number, as text after '#': std::to_string appended, not "#" + a
+      // temporary (GCC 12 -O3 takes that for an overlapping memcpy, PR 105329).
+      std::string identity = key;
+      if (f != nullptr) identity.assign(1, '#').append(std::to_string(f->number()));
       if (auto [it, fresh] = seen.emplace(identity, key); !fresh) return duplicate(type, f, it->second, key);
       skip_space();
       if (!at(':')) return malformed();
