@@ -233,7 +233,8 @@ def take_overs_with_plain_and_tls(lab, agent_factory, plain, tls, seconds, take_
     for n in range(1, take_overs + 1):
         olds.append(agent.take_over())
         adopted.append(adopted_after_take_over(agent, n))
-        assert olds[-1].poll() is None  # it still relays its TLS connections
+        if n == 1:  # it still relays the TLS connections (later agents never had them)
+            assert olds[-1].poll() is None, agent.log()[-3000:]
         time.sleep(3)
     results = [guest_results(p, timeout=seconds + 120) for p in loads]
     print("plain and TLS under take-overs:", json.dumps(results), "moved:", adopted)
