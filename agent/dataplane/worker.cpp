@@ -251,12 +251,10 @@ void Worker::move_connections(MovedSink sink, std::function<void()> done) {
     move_sink_ = std::move(sink);
     move_done_ = std::move(done);
     std::vector<relay::RelayConnection*> movable;
-    auto collect = [&](LoopWorkspace& ws) {
-      ws.connections_list.for_each([&](relay::RelayConnection& c) {
+    for (auto& [id, ws] : workspaces_)
+      ws->connections_list.for_each([&](relay::RelayConnection& c) {
         if (c.movable()) movable.push_back(&c);
       });
-    };
-    for (auto& [id, ws] : workspaces_) collect(*ws);
     // Counted in full first: a move may end at once, and the last one calls done.
     moving_ = movable.size() + 1;
     for (auto* c : movable) c->move_out();
@@ -286,22 +284,26 @@ void Worker::adopt_on_loop(const std::string& workspace_id, relay::MovedRelay mo
   if (it == workspaces_.end() || eit == egresses_.end()) {
     spdlog::warn("a connection handed over for Workspace {} through Egress {} has no place here: reset", workspace_id,
                  moved.egress_id);
-    reset_and_close(std::move(moved.guest));
-    return reset_and_close(std::move(moved.up));
+    return moved.reset();
   }
-  LoopWorkspace& ws = *it->second;
   // Counted as accepted, past the connection caps: refusing it would reset a live one.
-  EgressStats& es = stats_for(ws, moved.egress_id);
-  (moved.drain_left_ms != 0 ? es.draining : es.active).fetch_add(1, std::memory_order_relaxed);
-  ws.plan->stats->connections.fetch_add(1, std::memory_order_relaxed);
-  opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
   if (opts_.inherited_connections) opts_.inherited_connections->fetch_add(1, std::memory_order_relaxed);
   UniqueFd guest = std::move(moved.guest);
-  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, std::move(guest), eit->second);
+  const bool draining = moved.drain_left_ms != 0;
+  add_connection(*it->second, std::move(guest), eit->second, draining)->resume(std::move(moved));
+}
+
+relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest, const relay::DialTargetPtr& target,
+                                               bool draining) {
+  EgressStats& es = stats_for(ws, target->egress_id());
+  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, std::move(guest), target);
   c->owner_context = &ws;
   ws.connections_list.push_front(*c);
   ++ws.connections;
-  c->resume(std::move(moved));
+  ws.plan->stats->connections.fetch_add(1, std::memory_order_relaxed);
+  opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
+  (draining ? es.draining : es.active).fetch_add(1, std::memory_order_relaxed);
+  return c;
 }
 
 // Marked retired only once every listener and connection was told to close: a
@@ -356,14 +358,7 @@ void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
     es.set_error("egress " + egress_id + " is not published to the data plane");
     return reset_and_close(std::move(fd));
   }
-  auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, std::move(fd), eit->second);
-  c->owner_context = &ws;
-  ws.connections_list.push_front(*c);
-  ++ws.connections;
-  wstats.connections.fetch_add(1, std::memory_order_relaxed);
-  opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
-  es.active.fetch_add(1, std::memory_order_relaxed);
-  c->start(dst);
+  add_connection(ws, std::move(fd), eit->second, false)->start(dst);
 }
 
 void Worker::drain(relay::RelayConnection& c, uint32_t drain_seconds) {

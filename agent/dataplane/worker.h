@@ -97,6 +97,9 @@ class Worker final : private relay::ConnectionObserver {
   void on_moved(relay::RelayConnection& c, relay::MovedRelay moved) override;
   void adopt_on_loop(const std::string& workspace_id, relay::MovedRelay moved);
   void on_moved_count_down();
+  // A relayed connection of ws, counted (active, or draining) and on its list.
+  relay::RelayConnection* add_connection(LoopWorkspace& ws, UniqueFd guest, const relay::DialTargetPtr& target,
+                                         bool draining);
   void drain(relay::RelayConnection& c, uint32_t drain_seconds);
   EgressStats& stats_for(LoopWorkspace& ws, const std::string& egress_id);
   void retire(std::unique_ptr<LoopWorkspace> ws);

@@ -4,12 +4,11 @@
 // written to the other, as user bytes or in a splice pipe. Made by
 // RelayConnection::move_out once none of its operations is in flight, taken up by
 // RelayConnection::resume in the other process.
-#include <sys/socket.h>
-
 #include <cstdint>
 #include <string>
 
 #include "agent/common/unique_fd.h"
+#include "uring/socket_handle.h"
 
 namespace kib::relay {
 
@@ -32,11 +31,7 @@ struct MovedRelay {
 
   // Resets both sockets (an RST, never a FIN that would pass for a clean end).
   void reset() {
-    static const linger kRst{1, 0};
-    for (UniqueFd* fd : {&guest, &up}) {
-      if (*fd) (void)setsockopt(fd->get(), SOL_SOCKET, SO_LINGER, &kRst, sizeof kRst);
-      fd->reset();
-    }
+    for (UniqueFd* fd : {&guest, &up}) uring::SocketHandle(std::move(*fd)).reset_on_close();
   }
 };
 
