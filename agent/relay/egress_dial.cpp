@@ -9,6 +9,15 @@
 #include "agent/policy/endpoint_check.h"
 
 namespace kib::relay {
+namespace {
+
+// Without pipelining a server answers each request after reading it; bytes before
+// our request went out (or beyond the reply to the one before) answer one it was
+// never sent. Taking them as the answer would relay the tunnel's first bytes to a
+// server still waiting for its CONNECT.
+constexpr const char* kAnsweredAhead = "socks5: the server answered ahead of the request";
+
+}  // namespace
 
 std::string to_string(const SocketAddress& a) {
   const auto ip = policy::IpAddress::from_sockaddr(&a.sa).to_string();
@@ -128,6 +137,7 @@ size_t EgressDial::take_out(uint8_t* buf, size_t cap) {
 
 EgressDial::Step EgressDial::on_received(const uint8_t* data, size_t len) {
   if (step_ != Step::exchange) return step_;
+  if (!tls_ && out_off_ < out_len_) return fail(kAnsweredAhead);  // our request is not even taken out
   if (!tls_) return feed_socks(data, len, &consumed_);
   consumed_ = len;
   tls_->feed(data, len);
@@ -157,8 +167,12 @@ EgressDial::Step EgressDial::feed_socks(const uint8_t* data, size_t len, size_t*
   switch (socks_->state()) {
     case Socks5Client::State::failed: return fail("socks5: " + std::string(socks5_failure_name(socks_->failure())));
     case Socks5Client::State::done: return step_ = Step::dialed;
-    default: return queue_socks_output();
+    default: break;
   }
+  // feed() stopped where our next request falls due: bytes beyond it answer a
+  // request the server has not been sent (only a pipelined client sends ahead).
+  if (*used < len) return fail(kAnsweredAhead);
+  return queue_socks_output();
 }
 
 EgressDial::Step EgressDial::on_closed() {

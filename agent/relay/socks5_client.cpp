@@ -145,7 +145,13 @@ size_t Socks5Client::feed(const uint8_t* data, size_t len) {
         default: on_message(); return used;
       }
     }
-    if (have_ == need_) on_message();
+    if (have_ == need_) {
+      on_message();
+      // Not past a reply whose next request is still to be sent: a server that
+      // answers ahead (a CONNECT reply before the CONNECT) must not end the exchange
+      // with the request unsent and the tunnel's first bytes then read as it.
+      if (output_due_) break;
+    }
   }
   return used;
 }

@@ -76,8 +76,8 @@ class Socks5Client {
   size_t write_output(uint8_t* buf) const;
   void take_output() { output_due_ = false; }
 
-  // Feeds received bytes. Returns how many were consumed (the rest, after `done`,
-  // are tunnelled data).
+  // Feeds received bytes. Returns how many were consumed: it stops where a request
+  // falls due (send it, then feed the rest) and at `done` (the rest is tunnelled data).
   size_t feed(const uint8_t* data, size_t len);
   // The most bytes feed() takes before the current reply is complete (0 when the
   // exchange is over): a caller reading from a stream it must not over-read (TLS,

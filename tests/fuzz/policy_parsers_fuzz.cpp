@@ -1,14 +1,7 @@
 // Fuzz target for the parsers that read client input: parse_host_port,
 // parse_ip_port, IpAddress::parse, Cidr::parse, and the special-purpose check.
 // Each accepted input must round-trip through its printed form; any broken
-// invariant aborts (a crash for libFuzzer, a failure for the corpus test).
-//
-// libFuzzer (clang):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. (continues)
-//     tests/fuzz/policy_parsers_fuzz.cpp agent/policy/{ip_address,endpoint,special_purpose}.cpp
-//     agent/common/status_code.cpp -o /tmp/policy_fuzz && /tmp/policy_fuzz -max_total_time=60
-// Without clang, tests/unit/policy/fuzz_corpus_test.cpp drives this entry point with
-// a seed corpus and deterministic mutations under the unit suite.
+// invariant aborts. Built and run as every fuzz target is (tests/fuzz/meson.build).
 #include <cstdint>
 #include <cstdlib>
 #include <string>

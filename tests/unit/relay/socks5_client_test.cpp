@@ -218,12 +218,30 @@ TEST_CASE("bytes after the CONNECT reply are left for the tunnel") {
   auto dst = v4("10.1.2.3", 22);
   Socks5Client c(creds, reinterpret_cast<sockaddr*>(&dst));
   c.start();
+  c.take_output();
   feed(c, {5, 0});
+  c.take_output();  // the CONNECT goes out before its reply is read
   auto r = kSuccessV4;
   r.push_back('X');
   r.push_back('Y');
   CHECK(feed(c, r) == kSuccessV4.size());
   CHECK(c.state() == State::done);
+}
+
+TEST_CASE("feeding stops where a request falls due: a reply sent ahead of it is not consumed") {
+  // Found by tests/fuzz/socks5_client_fuzz.cpp: fed whole, greeting reply and CONNECT
+  // reply ended the exchange with the CONNECT never written.
+  Socks5Credentials creds;
+  auto dst = v4("10.1.2.3", 22);
+  Socks5Client c(creds, reinterpret_cast<sockaddr*>(&dst));
+  c.start();
+  REQUIRE(out(c).size() == 3);
+  c.take_output();
+  std::vector<uint8_t> early = {5, 0};
+  early.insert(early.end(), kSuccessV4.begin(), kSuccessV4.end());
+  CHECK(feed(c, early) == 2);
+  CHECK(c.state() == State::connect);
+  CHECK(out(c).size() == 10);  // the CONNECT is due; the caller decides about the rest
 }
 
 TEST_CASE("pipelined no-auth: greeting and CONNECT go out together, nothing more is due") {
