@@ -59,7 +59,7 @@ TlsSession::Io TlsSession::map_error(int rc, const char* what) {
   if (e == SSL_ERROR_ZERO_RETURN) return Io::closed;
   long v = SSL_get_verify_result(ssl_.get());
   if (v != X509_V_OK) {
-    error_ = std::string("tls verify: ") + X509_verify_cert_error_string(v);
+    error_ = std::string("verify: ") + X509_verify_cert_error_string(v);  // the dial says "tls: "
   } else {
     unsigned long ee = ERR_peek_error();
     char buf[256] = "connection closed";

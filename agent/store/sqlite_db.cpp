@@ -1,14 +1,48 @@
 #include "agent/store/sqlite_db.h"
 
+#include <cstring>
 #include <utility>
 
 namespace kib::store {
+namespace {
+
+// What a client can do about it: a full state dir is resource_exhausted, a disk that
+// fails or turned read-only is unavailable (retry once it is repaired: a failed write
+// leaves nothing behind, its command ID included); anything else is our bug.
+Code code_of(sqlite3* db) {
+  if (db == nullptr) return Code::resource_exhausted;  // sqlite could not allocate
+  switch (sqlite3_extended_errcode(db) & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_NOMEM: return Code::resource_exhausted;
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return Code::unavailable;
+    default: return Code::internal;
+  }
+}
+
+// sqlite's message, and the operating system's reason when there is one (EROFS
+// says more than "disk I/O error").
+Error error_of(sqlite3* db, std::string msg) {
+  if (db != nullptr) {
+    if (const int os = sqlite3_system_errno(db); os != 0) {
+      msg += " (";
+      msg += std::strerror(os);
+      msg += ")";
+    }
+  }
+  return Error{code_of(db), std::move(msg)};
+}
+
+}  // namespace
 
 Error sqlite_error(sqlite3* db, std::string_view what) {
   std::string msg(what);
   msg += ": ";
   msg += db ? sqlite3_errmsg(db) : "out of memory";
-  return Error{Code::internal, std::move(msg)};
+  return error_of(db, std::move(msg));
 }
 
 Statement& Statement::operator=(Statement&& o) noexcept {
@@ -103,7 +137,7 @@ Result<Statement> SqliteDb::prepare(std::string_view sql) {
 Status SqliteDb::exec(const std::string& sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    Error e{Code::internal, std::string("sqlite: ") + (err ? err : sqlite3_errmsg(db_))};
+    Error e = error_of(db_, std::string("sqlite: ") + (err ? err : sqlite3_errmsg(db_)));
     sqlite3_free(err);
     return e;
   }

@@ -29,8 +29,7 @@ struct Asked {
 
 class Model {
  public:
-  explicit Model(size_t resolvers)
-      : mux_(dns::QueryMuxOptions{resolvers, 2000ms, 8, 4096}), resolvers_(resolvers) {}
+  explicit Model(size_t resolvers) : mux_(dns::QueryMuxOptions{resolvers, 2000ms, 8, 4096}), resolvers_(resolvers) {}
 
   void step(kib::fuzz::FuzzInput& in) {
     switch (in.byte() % 6) {
@@ -82,7 +81,7 @@ class Model {
     dns::Bytes msg(d.message.begin(), d.message.end());
     msg.insert(msg.end(), body.begin(), body.end());
     msg[2] = static_cast<uint8_t>(0x80 | (flags & 0x7b));  // QR set, any opcode/AA/TC/RD
-    msg[3] = static_cast<uint8_t>(flags & 0x8f);            // RA, RCODE
+    msg[3] = static_cast<uint8_t>(flags & 0x8f);           // RA, RCODE
     take(mux_.answer(d.resolver, msg, now_));
   }
 

@@ -42,8 +42,6 @@ class FuzzInput {
   size_t pos_ = 0;
 };
 
-inline std::string_view text(std::span<const uint8_t> s) {
-  return {reinterpret_cast<const char*>(s.data()), s.size()};
-}
+inline std::string_view text(std::span<const uint8_t> s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
 
 }  // namespace kib::fuzz

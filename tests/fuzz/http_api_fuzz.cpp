@@ -58,7 +58,7 @@ class MemoryStream final : public api::ByteStream {
   MemoryStream(std::string_view in, uint8_t cut) : in_(in), cut_(cut) {}
   ssize_t read(void* buf, size_t len) override {
     static constexpr size_t kSizes[] = {1, 3, 9, 64, 500, 4096, 1 << 20};
-    size_t n = std::min(len, in_.size());                     // cut < 128: reads as large as asked
+    size_t n = std::min(len, in_.size());                             // cut < 128: reads as large as asked
     if (cut_ >= 128) n = std::min(n, kSizes[(cut_ + reads_++) % 7]);  // otherwise cycling sizes
     std::memcpy(buf, in_.data(), n);
     in_.remove_prefix(n);
@@ -124,14 +124,13 @@ class Server {
 };
 
 std::unique_ptr<Server>& server() {
-  static std::unique_ptr<Server> s;
+  static std::unique_ptr<Server> s;  // destroyed at exit, and its store's folder with it
   return s;
 }
 
 void quiet() {
   spdlog::set_level(spdlog::level::off);
   google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
-  std::atexit([] { server().reset(); });  // the store's folder goes with the process
 }
 
 constexpr std::string_view kPreface{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0", 33};

@@ -73,7 +73,10 @@ Input mutate(const std::vector<Input>& seeds, std::mt19937& rng) {
         if (at < s.size()) s[at] = static_cast<uint8_t>(rng());
         break;
       case 2: s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), static_cast<uint8_t>(rng())); break;
-      case 3: s.erase(s.begin() + static_cast<std::ptrdiff_t>(at), s.begin() + static_cast<std::ptrdiff_t>(std::min(s.size(), at + 1 + pick(16)))); break;
+      case 3:
+        s.erase(s.begin() + static_cast<std::ptrdiff_t>(at),
+                s.begin() + static_cast<std::ptrdiff_t>(std::min(s.size(), at + 1 + pick(16))));
+        break;
       case 4: s.resize(at); break;
       case 5: {  // repeat a piece of itself
         const size_t from = pick(s.size()), len = std::min(s.size() - from, 1 + pick(32));

@@ -49,9 +49,11 @@ for t in "${targets[@]}"; do
   echo "== fuzz $t (${limit[*]})"
   status=0
   # -rss_limit_mb: a target must not grow; -timeout: one input must not hang.
-  "$build/tests/fuzz/${t}_fuzz" "${limit[@]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -jobs="$workers" -workers="$workers" -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || status=$?
-  [ "$workers" -gt 1 ] && cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
+  parallel=()  # libFuzzer's -jobs writes fuzz-N.log files in the working directory
+  [ "$workers" -gt 1 ] && parallel=(-jobs="$workers" -workers="$workers")
+  (cd "$build" && "./tests/fuzz/${t}_fuzz" "${limit[@]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    "${parallel[@]}" -artifact_prefix="artifacts/$t/" "corpus/$t") >"$log" 2>&1 || status=$?
+  if [ "$workers" -gt 1 ]; then cat "$build"/fuzz-*.log >>"$log" 2>/dev/null || true; rm -f "$build"/fuzz-*.log; fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END {print s+0}')
   cov=$(grep -o ' cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   found=$(find "$artifacts" -type f | wc -l)

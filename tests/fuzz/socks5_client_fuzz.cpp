@@ -96,7 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto server = in.rest();
   const Outcome whole = drive(options, server, [](size_t left, size_t) { return left; });
   const Outcome bytewise = drive(options, server, [](size_t, size_t) { return size_t{1}; });
-  const Outcome asked = drive(options, server, [](size_t left, size_t wanted) { return wanted < left ? wanted : left; });
+  const Outcome asked =
+      drive(options, server, [](size_t left, size_t wanted) { return wanted < left ? wanted : left; });
   require(same(whole, bytewise), "byte-at-a-time feeding agrees with whole feeding");
   require(same(whole, asked), "bytes_wanted-sized feeding agrees with whole feeding");
   return 0;

@@ -54,6 +54,15 @@ TEST_CASE("a JSON policy file is read the same way") {
   CHECK(p.egresses(0).ports(0).last() == 2);
 }
 
+TEST_CASE("JSON with a key longer than YAML allows (1024 characters) is still read") {
+  // Found by tests/fuzz/ctl_message_file_fuzz.cpp: what kibotosctl printed, it could not read.
+  const std::string key(1100, 'k');
+  v1::CreateWorkspaceRequest r;
+  REQUIRE(parse_message_text(R"({"netns":"/run/netns/g","labels":{")" + key + R"(":"v"}})", "w.json", r).ok());
+  CHECK(r.labels().at(key) == "v");
+  CHECK_FALSE(parse_message_text("labels: {" + key + ": v\n", "w.yaml", r).ok());  // broken YAML stays refused
+}
+
 TEST_CASE("unknown fields in a policy are refused, naming the field") {
   v1::NetworkPolicy p;
   auto st = parse_message_text("mode: NETWORK_MODE_ISOLATED\negresess: []\n", "p.yaml", p);
