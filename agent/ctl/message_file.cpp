@@ -101,8 +101,8 @@ Status parse_message_text(std::string_view text, const std::string& origin, goog
   // JSON that yaml-cpp refuses (YAML caps implicit keys at 1024 characters; JSON does
   // not) goes to protobuf's parser as it is: what kibotosctl prints, it reads back.
   // Found by tests/fuzz/ctl_message_file_fuzz.cpp.
-  if (!json.ok() && text.find_first_not_of(" \t\r\n") != std::string_view::npos &&
-      text[text.find_first_not_of(" \t\r\n")] == '{')
+  if (const size_t first = text.find_first_not_of(" \t\r\n");
+      !json.ok() && first != std::string_view::npos && text[first] == '{')
     json = std::string(text);
   if (!json.ok()) return Error{Code::invalid_argument, origin + ": " + json.error().message};
   if (*json == "null") return Error{Code::invalid_argument, origin + ": empty document"};
