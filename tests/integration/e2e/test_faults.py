@@ -344,10 +344,18 @@ def test_egress_server_restarting_under_load(attached):
         danteds[0].wait(timeout=10)
         e2e.labmod.wait_for(lambda: not lab.tcp_request(lab.socks, lab.socks_v4, 1080, timeout=0.5,
                                                         read=False)[0], timeout=10, what="dante gone")
-        err = e2e.labmod.wait_for(
-            lambda: (e2e.field(e2e.egress_status(e2e.policy_status(agent, wid), eid), "last_error") or None),
-            timeout=10, what="the Egress's last_error during the outage")
-        print("last_error during the outage:", err)
+        # A dial caught mid-handshake by the kill reports a reset; once dante is gone
+        # every dial is refused, and last_error must say so.
+        seen = []
+
+        def refused_error():
+            e = e2e.field(e2e.egress_status(e2e.policy_status(agent, wid), eid), "last_error") or ""
+            seen.append(e)
+            return e if "refused" in e.lower() else None
+
+        err = e2e.labmod.wait_for(refused_error, timeout=10,
+                                  what="the Egress's last_error to say refused during the outage")
+        print("last_error values during the outage:", sorted(set(seen)))
         time.sleep(max(0.0, killed_at + 4.0 - time.monotonic()))
         dp.start_dante(lab, 1080)
         restarted_at = time.monotonic()
@@ -374,7 +382,6 @@ def test_egress_server_restarting_under_load(attached):
     assert len(outage) >= 5, rows
     assert all(r[2] == "reset" for r in outage), outage
     assert all(r[1] < 2.0 for r in outage), outage
-    assert "refused" in err.lower() or "econnrefused" in err.lower(), err
     # Once dante is back, new connections succeed with no API call (allow the first
     # second for dante's children to settle).
     settled = [r for r in after if r[0] > restarted_at + 1.0]
