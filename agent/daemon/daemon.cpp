@@ -21,6 +21,7 @@
 #include "agent/api/reflection/health_check.h"
 #include "agent/api/reflection/server_reflection.h"
 #include "agent/daemon/effective_config.h"
+#include "agent/daemon/fd_store.h"
 #include "agent/daemon/handover.h"
 #include "agent/daemon/logging.h"
 #include "agent/daemon/options.h"
@@ -73,13 +74,8 @@ Result<std::optional<TakenOver>> take_over(const Config& config) {
   KIB_TRY(send_handover(peer->get(), "take-over", api_sockets_of(config)));
   // The running agent first lets the API calls it is serving finish, and sends its
   // Workspace listeners ahead.
-  KIB_TRY_ASSIGN(auto reply, receive_handover(peer->get(), std::chrono::seconds(90)));
   size_t listeners = 0;
-  while (reply.op == "listeners") {
-    listeners += reply.fds.size();
-    for (auto& fd : reply.fds) netns::inherit_listener(std::move(fd));
-    KIB_TRY_ASSIGN(reply, receive_handover(peer->get(), std::chrono::seconds(30)));
-  }
+  KIB_TRY_ASSIGN(auto reply, receive_listeners(peer->get(), std::chrono::seconds(90), listeners));
   if (listeners > 0) spdlog::info("--take-over: {} Workspace listeners handed over", listeners);
   if (reply.op == "refused") return Error{Code::failed_precondition, "the running agent refused: " + reply.detail};
   if (reply.op != "released" || reply.fds.size() < 2)
@@ -93,19 +89,6 @@ Result<std::optional<TakenOver>> take_over(const Config& config) {
 }
 
 enum class HandOver { kept_serving, handed_over, failed };
-
-// The Workspaces' TCP listeners, ahead of "released": the new agent accepts on these
-// very sockets (netns/inherited_listeners.h). At most 200 fds a message (SCM_RIGHTS
-// carries 253).
-Status send_listeners(int peer, const std::vector<int>& fds) {
-  constexpr size_t kPerMessage = 200;
-  for (size_t i = 0; i < fds.size(); i += kPerMessage) {
-    const std::vector<int> part(fds.begin() + static_cast<ptrdiff_t>(i),
-                                fds.begin() + static_cast<ptrdiff_t>(std::min(fds.size(), i + kPerMessage)));
-    KIB_TRY(send_handover(peer, "listeners", std::to_string(part.size()), part));
-  }
-  return {};
-}
 
 // The running agent's side of a take-over (handover.h). Nothing changes here until
 // the request is known to be one this agent can serve.
@@ -151,7 +134,7 @@ HandOver hand_over(UniqueFd peer, const Config& config, api::HttpServer& server,
     return HandOver::failed;
   }
   wiring.runtime->stop_accepting();
-  send_relays(std::move(peer), *wiring.runtime, std::chrono::seconds(30));
+  send_relays(std::move(peer), *wiring.runtime, std::chrono::seconds(30), "take-over");
   return HandOver::handed_over;
 }
 
@@ -245,6 +228,8 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
     }
     taken = std::move(t).value();
   }
+  // systemctl restart: what the previous agent left in systemd's fd store.
+  std::optional<UniqueFd> stored = options.take_over ? std::nullopt : restore_from_fd_store();
   api::MethodRegistry registry;
   auto wiring = wire(config, registry);
   if (!wiring.ok()) {
@@ -283,10 +268,14 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
     sd_notifyf(0, "MAINPID=%lu", static_cast<unsigned long>(::getpid()));
     // The old agent now closes its Workspace listeners; ours took their place.
     if (auto st = send_handover(taken->peer.get(), "ready"); st.ok())
-      receive_relays(taken->peer.get(), *wiring->runtime);
+      receive_relays(taken->peer.get(), *wiring->runtime, "take-over");
     else
       spdlog::warn("could not tell the old agent: {}", st.error().message);
     taken.reset();
+  }
+  if (stored) {
+    receive_relays(stored->get(), *wiring->runtime, "restart");
+    stored.reset();
   }
   // Without it this agent still serves; only a later take-over is refused.
   auto handover = HandoverListener::open(config.state_dir);
@@ -317,6 +306,12 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
   sd_notify(0, "STOPPING=1");
   spdlog::info("stopping");
   server.stop();
+  // Under systemd with a store: `systemctl restart` keeps the guests' connections
+  // (fd_store.h); on `systemctl stop` systemd closes them.
+  if (fd_store_available()) {
+    if (auto st = store_for_restart(*wiring->runtime, std::chrono::seconds(10)); !st.ok())
+      spdlog::error("restart: {}; the connections close", st.error().message);
+  }
   spdlog::info("stopped");
   return 0;
 }
