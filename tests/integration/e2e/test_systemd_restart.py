@@ -142,3 +142,31 @@ def test_a_store_from_another_version_starts_cold(tmp_state):
         assert agent.call("kibotos.ctrl.v1.AgentService/GetAgent")[0] == 200
     finally:
         agent.cleanup()
+
+
+@pytest.mark.skipif(not os.environ.get("KIBOTOS_TAKEOVER_FULL"), reason="long: KIBOTOS_TAKEOVER_FULL=1 runs it")
+def test_full_scale_two_systemctl_restarts(lab, systemd_agents):
+    """The issue's figure for the plain relays: 150 established connections (50 bulk
+    up and 50 bulk down with sha256 checks, 50 idle) and 50 new connections a second;
+    two restarts. (TLS relays end at a restart: the test above.)"""
+    ws, agent, _, _ = attached_lab(lab, systemd_agents)
+    count_direct_packets(lab, ws, [e2e.covered(lab)])
+    retransmits = syn_retransmits(lab, ws)
+    load = start_guest_load(lab, ws, 20, 50, 50, 50, 8, 0.02)
+    adopted, gaps = [], []
+    for n in (1, 2):
+        time.sleep(4)
+        t0 = time.monotonic()
+        assert agent.systemctl_restart(timeout=60) == 0
+        gaps.append(time.monotonic() - t0)
+        adopted.append(adopted_after_restart(agent, n))
+    r = guest_results(load, timeout=180)
+    print("full scale, systemctl restart:", json.dumps(r), "adopted:", adopted,
+          "SIGTERM to serving: %s s" % ["%.2f" % g for g in gaps])
+    assert r["up"] == ["OK"] * 50 and r["down"] == ["OK"] * 50, r
+    assert r["idle"] == ["timeout"] * 50, r
+    assert r["new_failed"] == [], r
+    assert all(n >= 150 for n in adopted), adopted
+    assert syn_retransmits(lab, ws) == retransmits
+    assert direct_packets(lab, ws) == 0
+    e2e.assert_clean_exit(agent)

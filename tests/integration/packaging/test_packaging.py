@@ -16,10 +16,18 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+import e2e_env as e2e  # noqa: E402
+import kibotos_agent  # noqa: E402
+from test_take_over import (agent_info, count_direct_packets, direct_packets, guest_results,  # noqa: E402
+                            start_guest_load, syn_retransmits)
 
 SRC = os.environ.get("KIBOTOS_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PKG = "kibotos-agent"
@@ -73,8 +81,9 @@ def apt_env():
     return dict(os.environ, DEBIAN_FRONTEND="noninteractive")
 
 
-def apt_install(deb):
-    run(["apt-get", "install", "-y", "--no-install-recommends", os.path.abspath(deb)], env=apt_env(), timeout=600)
+def apt_install(deb, downgrade=False):
+    run(["apt-get", "install", "-y", "--no-install-recommends"] + (["--allow-downgrades"] if downgrade else []) +
+        [os.path.abspath(deb)], env=apt_env(), timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +105,12 @@ def packages():
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def lab():
+    with e2e.labmod.Lab() as lab:
+        yield lab
 
 
 @pytest.fixture
@@ -312,35 +327,76 @@ def test_upgrade_keeps_state(packages, clean_machine, tmpdir):
         assert agent.stop() == 0, agent.output()
 
 
-def test_upgrade_of_a_running_agent_is_a_take_over(packages, clean_machine, tmpdir):
+def exited(pid):
+    """Gone or a zombie (the first agent is this test's child; later ones are not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def serving_pids(text):
+    return [int(m) for m in re.findall(r"\(pid (\d+)\) serving on ", text)]
+
+
+def test_upgrade_and_downgrade_under_guest_load_drop_no_connection(packages, clean_machine, lab, monkeypatch):
     """An upgrade leaves the running agent running (--no-stop-on-upgrade) and its
     postinst reloads the unit, whose ExecReload sends SIGUSR2: the agent starts the
-    upgraded binary with --take-over, which serves the same store, and the old
-    process exits. No systemd here, so the test sends the signal the reload sends."""
-    root = pwd.getpwuid(0)
+    installed (new) binary with --take-over, which takes the store, the listeners and
+    the plain relays over, and the old process exits. Here deb 1 -> 2, then back to 1,
+    while a guest streams, idles and opens ~25 connections a second through an Egress.
+    No systemd here, so the test sends the signal the reload sends."""
     apt_install(packages["deb1"])
-    agent = Agent(agent_config(tmpdir))
-    successor = None
+    monkeypatch.setenv("KIBOTOS_AGENT_BIN", agent_path())
+    ws = lab.add_workspace()
+    e2e.start_destinations(lab)
+    e2e.dp.start_dante(lab, 1080)
+    agent = kibotos_agent.Agent(config=e2e.agent_config(lab))
+    agent.env = {k: v for k, v in agent.env.items() if k not in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "NOTIFY_SOCKET")}
+    pids = []
     try:
-        eid = json.loads(ctl(root, "egress", "create", "--address", "127.0.0.3:1080", "-o", "json").stdout)[
-            "egress"]["egressId"]
-        started = json.loads(ctl(root, "agent", "-o", "json").stdout)["agent"]["processStartTime"]
-        apt_install(packages["deb2"])
-        assert installed_version() == f"{packages['version']}-2"
-        assert agent.proc.poll() is None, agent.output()  # the package left it running
-        agent.proc.send_signal(signal.SIGUSR2)
-        assert agent.proc.wait(timeout=60) == 0, agent.output()  # handed over, nothing to drain
-        found = re.search(r"started a new agent \(pid (\d+)\)", agent.output())
-        assert found, agent.output()
-        successor = int(found.group(1))
-        info = json.loads(ctl(root, "agent", "-o", "json").stdout)["agent"]
-        assert info["processStartTime"] > started
-        got = json.loads(ctl(root, "egress", "get", eid, "-o", "json").stdout)["egress"]
-        assert got["spec"]["socks5"]["address"] == "127.0.0.3:1080"
+        agent.start()
+        env = type("Env", (), {"lab": lab, "ws": ws, "agent": agent, "socks": f"{lab.socks_v4}:1080"})
+        egress, workspace = e2e.attach(env)
+        wid = e2e.field(workspace, "workspace_id")
+        count_direct_packets(lab, ws, [e2e.covered(lab)])
+        retransmits = syn_retransmits(lab, ws)
+        started = [agent_info(agent)["processStartTime"]]
+        pids = [agent.proc.pid]
+        load = start_guest_load(lab, ws, seconds=12)
+        for deb, version in ((packages["deb2"], "2"), (packages["deb1"], "1")):
+            time.sleep(2.5)
+            apt_install(deb, downgrade=True)
+            assert installed_version() == f"{packages['version']}-{version}"
+            assert os.path.exists(f"/proc/{pids[-1]}")  # the package left it running
+            os.kill(pids[-1], signal.SIGUSR2)
+            kibotos_agent.wait_for(lambda: len(serving_pids(agent.log())) == len(pids) + 1, timeout=60,
+                                   what="the new agent to serve")
+            pids.append(serving_pids(agent.log())[-1])
+            kibotos_agent.wait_for(lambda: exited(pids[-2]), timeout=30, what="the old agent to exit")
+            info = agent_info(agent)
+            started.append(info["processStartTime"])
+            assert info["version"] == packages["version"]
+            assert e2e.field(e2e.get_workspace(agent, wid), "workspace_id") == wid
+        assert agent.proc.wait(timeout=10) == 0  # the first agent handed over and drained
+        assert started[0] < started[1] < started[2]
+        r = guest_results(load, timeout=120)
+        print("package upgrade and downgrade under load:", json.dumps(r))
+        assert r["up"] == ["OK"] * 4 and r["down"] == ["OK"] * 4, r  # sha256 both ways
+        assert r["idle"] == ["timeout"] * 10, r  # none reset, ended or stalled
+        assert r["new_failed"] == [] and r["new_ok"] >= 100, r
+        assert syn_retransmits(lab, ws) == retransmits
+        assert direct_packets(lab, ws) == 0
+        log = agent.log()
+        assert log.count("handing the API and the store over to a new agent") == 2, log
+        assert e2e.peer(lab, ws, e2e.covered(lab)) == lab.socks_inet_v4
+        e2e.wait_applied(agent, wid, 1, e2e.field(egress, "egress_id"), 1)
     finally:
-        agent.stop()
-        if successor is not None and os.path.exists(f"/proc/{successor}"):
-            os.kill(successor, signal.SIGTERM)
-            deadline = time.monotonic() + 20
-            while os.path.exists(f"/proc/{successor}") and time.monotonic() < deadline:
-                time.sleep(0.05)
+        for pid in pids[1:]:
+            if not exited(pid):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while not all(exited(p) for p in pids[1:]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.cleanup()
