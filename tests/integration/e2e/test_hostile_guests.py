@@ -19,7 +19,7 @@ import pytest
 
 import e2e_env as e2e
 import kibotos_agent
-from test_scale_smoke import HOLD_SERVER, nofile  # noqa: F401 (a fixture)
+from test_scale_smoke import HOLD_PORT, nofile, start_hold_lab  # noqa: F401 (a fixture)
 
 if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
@@ -30,7 +30,6 @@ RST_STORM = 2000 if FULL else 1000
 TCP_LIARS = 200 if FULL else 100
 DNS_RATE = int(os.environ.get("KIBOTOS_HOSTILE_DNS_RATE", "10000"))
 DNS_SECONDS = 60 if FULL else 6
-HOLD_PORT = 9001
 DNS_TARGET_HOST = 99  # any address: the agent takes every DNS packet of the guest
 
 # The hostile guest, bounded in count and time. Prints "SILENT <connected> <failed>"
@@ -182,13 +181,7 @@ def agent_fds(agent):
 
 def test_hostile_guest_leaves_the_agent_and_other_workspaces_served(lab, agent_factory, nofile):  # noqa: F811
     hostile, victim = lab.add_workspace(), lab.add_workspace()
-    e2e.start_destinations(lab)
-    lab.popen(lab.inet, e2e.dp.PYTHON, "-c", HOLD_SERVER, e2e.covered(lab), HOLD_PORT)
-    e2e.labmod.wait_for(lambda: lab.tcp_request(lab.inet, e2e.covered(lab), HOLD_PORT, timeout=0.5,
-                                                read=False)[0], timeout=10, what="the hold server")
-    e2e.dp.start_dante(lab, 1080)
-    config = e2e.agent_config(lab)
-    config["log"] = {"level": "info"}  # debug: a line per connection, thousands here
+    config = start_hold_lab(lab)
     config["dataplane"] = {"max_connections_per_workspace": CAP}
     agent = agent_factory(config=config)
     # Each Workspace its own SOCKS5 server (dante, microsocks): what is measured is the

@@ -127,6 +127,19 @@ for s in held:
 """
 
 
+def start_hold_lab(lab):
+    """The destinations, the hold server on the covered one (HOLD_PORT), dante on 1080;
+    returns the agent config for thousands of connections."""
+    e2e.start_destinations(lab)
+    lab.popen(lab.inet, e2e.dp.PYTHON, "-c", HOLD_SERVER, e2e.covered(lab), HOLD_PORT)
+    e2e.labmod.wait_for(lambda: lab.tcp_request(lab.inet, e2e.covered(lab), HOLD_PORT, timeout=0.5,
+                                                read=False)[0], timeout=10, what="the hold server")
+    e2e.dp.start_dante(lab, 1080)
+    config = e2e.agent_config(lab)
+    config["log"] = {"level": "info"}  # debug: a line per connection, thousands here
+    return config
+
+
 def log(msg):
     print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -243,13 +256,7 @@ def test_300_workspaces_and_held_connections_past_5000_fds_then_create_update_de
                                                                                      nofile, pool):
     t0 = time.monotonic()
     ws = lab.add_workspace()
-    e2e.start_destinations(lab)
-    lab.popen(lab.inet, e2e.dp.PYTHON, "-c", HOLD_SERVER, e2e.covered(lab), HOLD_PORT)
-    e2e.labmod.wait_for(lambda: lab.tcp_request(lab.inet, e2e.covered(lab), HOLD_PORT, timeout=0.5,
-                                                read=False)[0], timeout=10, what="the hold server")
-    e2e.dp.start_dante(lab, 1080)
-    config = e2e.agent_config(lab)
-    config["log"] = {"level": "info"}  # debug: a line per connection, thousands here
+    config = start_hold_lab(lab)
     config["dataplane"] = {"max_connections": 20000, "max_connections_per_workspace": 20000}
     agent = agent_factory(config=config)
     pid = agent.proc.pid
