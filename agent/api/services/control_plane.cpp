@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "agent/api/services/agent_service.h"
+#include "agent/api/services/anchored_clock.h"
 #include "agent/api/services/control_plane_options.h"
 #include "agent/api/services/egress_service.h"
 #include "agent/api/services/workspace_service.h"
@@ -16,7 +17,7 @@ namespace {
 class ControlPlaneImpl final : public ControlPlane {
  public:
   ControlPlaneImpl(std::unique_ptr<store::Store> store, Runtime& runtime, const Config& config, Clock clock,
-                   ResolveFn resolve, policy::EndpointAddressPolicy address_policy,
+                   Clock command_clock, ResolveFn resolve, policy::EndpointAddressPolicy address_policy,
                    std::chrono::milliseconds apply_retry_interval)
       : store_(std::move(store)),
         env_{*store_,
@@ -25,7 +26,7 @@ class ControlPlaneImpl final : public ControlPlane {
              clock,
              std::move(resolve),
              std::move(address_policy),
-             CommandRunner(*store_, clock, config.commands_retention)},
+             CommandRunner(*store_, std::move(command_clock), config.commands_retention)},
         egresses_(env_),
         workspaces_(env_),
         agent_(env_) {
@@ -90,6 +91,10 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
   if (!address_policy.ok())
     return Error{Code::invalid_argument, "egress.allowed_special_purpose_cidrs: " + address_policy.error().message};
   KIB_TRY_ASSIGN(auto store, store::Store::open(config.state_dir));
+  if (!options.command_clock)
+    options.command_clock = options.clock ? options.clock
+                                          : anchored_clock([] { return std::chrono::system_clock::now(); },
+                                                           [] { return std::chrono::steady_clock::now(); });
   if (!options.clock) options.clock = [] { return std::chrono::system_clock::now(); };
   if (!options.resolve) {
     policy::ResolverOptions ro;
@@ -97,9 +102,9 @@ Result<std::unique_ptr<ControlPlane>> open_control_plane(const Config& config, R
     ro.timeout = config.egress.resolve_timeout;
     options.resolve = [ro](const std::string& host) { return policy::resolve_host(host, ro); };
   }
-  return std::unique_ptr<ControlPlane>(
-      new ControlPlaneImpl(std::move(store), runtime, config, options.clock, std::move(options.resolve),
-                           std::move(address_policy).value(), options.apply_retry_interval));
+  return std::unique_ptr<ControlPlane>(new ControlPlaneImpl(
+      std::move(store), runtime, config, options.clock, std::move(options.command_clock), std::move(options.resolve),
+      std::move(address_policy).value(), options.apply_retry_interval));
 }
 
 Result<std::unique_ptr<ControlPlane>> ControlPlane::open(const Config& config, Runtime& runtime) {

@@ -117,7 +117,7 @@ Result<ctrl::UpdateEgressResponse> EgressService::update(const ctrl::UpdateEgres
       }
       *e.mutable_spec() = req.spec();
       e.set_revision(e.revision() + 1);
-      *e.mutable_updated_at() = to_timestamp(env_.clock());
+      *e.mutable_updated_at() = next_updated_at(e.updated_at(), env_.clock());
       KIB_TRY(save(txn, e));
       changed = e;
     }

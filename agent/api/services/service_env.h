@@ -23,6 +23,10 @@ using ResolveFn = std::function<Result<std::vector<policy::IpAddress>>(const std
 // The seams of ControlPlane::open; empty members select the real ones.
 struct ControlPlaneOptions {
   Clock clock;
+  // How long command IDs are remembered is measured on this one. Default: `clock` when
+  // given, else the system clock anchored to the steady one (anchored_clock.h), so a
+  // clock step forgets no ID early and keeps none for ever.
+  Clock command_clock;
   ResolveFn resolve;
   // How often a Workspace the runtime failed to enforce is handed to it again, the
   // Workspaces whose path names another namespace are attached again, and a deleted

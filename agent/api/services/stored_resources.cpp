@@ -15,6 +15,14 @@ Result<std::optional<M>> load(store::Transaction& txn, store::Kind kind, const s
 
 }  // namespace
 
+google::protobuf::Timestamp next_updated_at(const google::protobuf::Timestamp& previous,
+                                            std::chrono::system_clock::time_point now) {
+  google::protobuf::Timestamp ts = to_timestamp(now);
+  const bool earlier =
+      ts.seconds() < previous.seconds() || (ts.seconds() == previous.seconds() && ts.nanos() < previous.nanos());
+  return earlier ? previous : ts;
+}
+
 google::protobuf::Timestamp to_timestamp(std::chrono::system_clock::time_point t) {
   using namespace std::chrono;
   auto ns = duration_cast<nanoseconds>(t.time_since_epoch()).count();

@@ -20,6 +20,10 @@ namespace kib::api {
 namespace ctrl = ::kibotos::ctrl::v1;
 
 google::protobuf::Timestamp to_timestamp(std::chrono::system_clock::time_point t);
+// A change's updated_at: `now`, or the previous updated_at when the system clock was
+// stepped back since, so updated_at never goes back nor precedes created_at.
+google::protobuf::Timestamp next_updated_at(const google::protobuf::Timestamp& previous,
+                                            std::chrono::system_clock::time_point now);
 
 template <typename M>
 Result<M> decode_stored(const store::ResourceRow& row) {

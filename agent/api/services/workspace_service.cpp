@@ -231,7 +231,7 @@ Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const 
       KIB_TRY(check_policy_refs(txn, next));
       next.set_revision(revision + 1);
       *w.mutable_network_policy() = next;
-      *w.mutable_updated_at() = to_timestamp(env_.clock());
+      *w.mutable_updated_at() = next_updated_at(w.updated_at(), env_.clock());
       KIB_TRY(save(txn, w));
       KIB_TRY(txn.set_refs(w.workspace_id(), policy_refs(next)));
       changed = w;

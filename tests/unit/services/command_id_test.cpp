@@ -168,6 +168,23 @@ TEST_CASE("Command IDs: the command log forgets IDs after commands.retention") {
   CHECK(egress_count(h) == 2);
 }
 
+TEST_CASE("Command IDs: a step of the system clock neither forgets an ID early nor keeps one for ever") {
+  Harness h;
+  h.step_proof_commands = true;
+  h.config.commands_retention = std::chrono::seconds(3600);
+  h.reopen();
+  REQUIRE(h.create(create_req("stepped")).ok());
+  // The clock is stepped two days ahead: a second later the ID is still remembered.
+  h.advance(std::chrono::hours(48));
+  h.elapse(std::chrono::seconds(1));
+  CHECK(code_of(h.create(create_req("stepped", "203.0.113.9:1080"))) == Code::invalid_argument);
+  // Stepped back three days: the ID is forgotten all the same once the hour has passed.
+  h.advance(-std::chrono::hours(72));
+  h.elapse(std::chrono::seconds(3600));
+  CHECK(h.create(create_req("stepped", "203.0.113.9:1080")).ok());
+  CHECK(egress_count(h) == 2);
+}
+
 TEST_CASE("Command IDs: the outcome is written in the same transaction as the change") {
   Harness h;
   // A failing write (here: a deleted Egress) leaves the state as it was, and its

@@ -326,6 +326,20 @@ TEST_CASE("UpdateEgress: different content, even only the password, increments t
   CHECK(u2->egress().revision() == 3);
 }
 
+TEST_CASE("UpdateEgress: after the system clock is stepped back, updated_at does not go back") {
+  Harness h;
+  auto e = must_create(h, socks5("203.0.113.5:1080"));
+  h.advance(-std::chrono::hours(1));
+  auto u = h.update_egress(e.egress_id(), 1, socks5("203.0.113.6:1080"));
+  REQUIRE(u.ok());
+  CHECK(u->egress().updated_at().SerializeAsString() == e.updated_at().SerializeAsString());
+  CHECK(u->egress().created_at().SerializeAsString() == e.created_at().SerializeAsString());
+  h.advance(std::chrono::hours(1) + std::chrono::seconds(5));
+  auto u2 = h.update_egress(e.egress_id(), 2, socks5("203.0.113.7:1080"));
+  REQUIRE(u2.ok());
+  CHECK(u2->egress().updated_at().seconds() == e.updated_at().seconds() + 5);
+}
+
 TEST_CASE("UpdateEgress: drain_seconds is 0 to 3600, absent selects 600, anything else invalid_argument") {
   Harness h;
   auto e = must_create(h, socks5("203.0.113.5:1080"));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/api/connect/method_registry.h"
+#include "agent/api/services/anchored_clock.h"
 #include "agent/api/services/control_plane_options.h"
 #include "agent/runtime/runtime.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
@@ -189,6 +190,11 @@ class Harness {
       std::lock_guard<std::mutex> g(clock_mu_);
       return now;
     };
+    if (step_proof_commands)
+      o.command_clock = api::anchored_clock(o.clock, [this] {
+        std::lock_guard<std::mutex> g(clock_mu_);
+        return steady;
+      });
     if (!real_resolver_) o.resolve = [this](const std::string& h) { return resolver.resolve(h); };
     auto cp = api::open_control_plane(config, runtime, o);
     REQUIRE_MESSAGE(cp.ok(), (cp.ok() ? "" : cp.error().message));
@@ -208,9 +214,16 @@ class Harness {
     runtime.clear();
     plane->publish_all();
   }
+  // Steps the system clock only (also back, with a negative d).
   void advance(std::chrono::milliseconds d) {
     std::lock_guard<std::mutex> g(clock_mu_);
     now += d;
+  }
+  // Real time passing: the system clock and the steady one.
+  void elapse(std::chrono::milliseconds d) {
+    std::lock_guard<std::mutex> g(clock_mu_);
+    now += d;
+    steady += d;
   }
 
   template <typename Resp, typename Req>
@@ -312,6 +325,10 @@ class Harness {
   RecordingRuntime runtime;
   FakeResolver resolver;
   std::chrono::system_clock::time_point now;
+  std::chrono::steady_clock::time_point steady;
+  // Command IDs timed as in the agent (anchored_clock.h): steps of `now` do not move
+  // them, elapse() does. Otherwise they follow `now`. Takes effect at (re)open.
+  bool step_proof_commands = false;
   std::unique_ptr<api::ControlPlane> plane;
   api::MethodRegistry registry;
 

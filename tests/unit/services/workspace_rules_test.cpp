@@ -246,6 +246,17 @@ TEST_CASE("UpdateNetworkPolicy: the revision moves by one only when the content 
   CHECK(h.get_workspace(w.workspace_id())->workspace().network_policy().revision() == 2);
 }
 
+TEST_CASE("UpdateNetworkPolicy: after the system clock is stepped back, updated_at does not go back") {
+  Harness h;
+  std::string eg = egress(h);
+  auto w = must_create(h, isolated());
+  h.advance(-std::chrono::hours(1));
+  auto changed = h.update_policy(w.workspace_id(), 1, through(eg));
+  REQUIRE(changed.ok());
+  CHECK(changed->workspace().updated_at().SerializeAsString() == w.updated_at().SerializeAsString());
+  CHECK(changed->workspace().created_at().SerializeAsString() == w.created_at().SerializeAsString());
+}
+
 TEST_CASE("UpdateNetworkPolicy: network_policy.revision is ignored; the server assigns it") {
   Harness h;
   std::string eg = egress(h);
