@@ -302,6 +302,19 @@ def _check_workspace_applied(agent, wid, stats, timeout=10.0):
         time.sleep(0.05)
 
 
+def _list_all(agent, method, key):
+    """Every page of a List call (1,000 a page; a long run stores thousands)."""
+    out, token = [], ""
+    for _ in range(1000):
+        status, body = agent.call(method, {"pageSize": 1000, "pageToken": token} if token else {"pageSize": 1000})
+        assert status == 200, body
+        out += body.get(key, [])
+        token = body.get("nextPageToken", "")
+        if not token:
+            return out
+    raise AssertionError(method + ": more than 1,000 pages")
+
+
 def test_kill_9_at_scale_concurrent_writes(kill9_netns, agent_factory):
     """Concurrent writers (4 threads, each owning its Egresses, Workspaces and two
     throwaway namespaces) create, update under expected_revision and delete Egresses,
@@ -374,13 +387,9 @@ def test_kill_9_at_scale_concurrent_writes(kill9_netns, agent_factory):
                  stats["half"], stats["waited"], wall))
         assert acked >= done  # the writers did real work between the kills
         # Nothing more, nothing less: the lists hold exactly the model's live objects.
-        status, body = a.call(EGRESS + "ListEgresses", {"pageSize": 1000})
-        assert status == 200
-        assert sorted(e["egressId"] for e in body.get("egresses", [])) == \
+        assert sorted(e["egressId"] for e in _list_all(a, EGRESS + "ListEgresses", "egresses")) == \
             sorted(e for w in writers for e in w.egresses)
-        status, body = a.call(WORKSPACE + "ListWorkspaces", {"pageSize": 1000})
-        assert status == 200
-        assert sorted(x["workspaceId"] for x in body.get("workspaces", [])) == \
+        assert sorted(x["workspaceId"] for x in _list_all(a, WORKSPACE + "ListWorkspaces", "workspaces")) == \
             sorted(x for w in writers for x in w.workspaces)
     except BaseException:
         print("kill -9 at scale FAILED: seed %d (rerun with KIBOTOS_KILL9_SEED=%d)" % (seed, seed))
