@@ -12,9 +12,9 @@ import pytest
 
 import e2e_env as e2e
 import fake_systemd
-import kibotos_agent
-from test_take_over import (agent_info, count_direct_packets, direct_packets, guest_results, plain_and_tls_lab,
-                            start_guest_load, syn_retransmits, tcp_listener_inodes)
+from test_take_over import (adopted_after_take_over, agent_info, count_direct_packets, direct_packets,
+                            guest_results, plain_and_tls_lab, start_guest_load, syn_retransmits,
+                            tcp_listener_inodes)
 
 if os.geteuid() != 0:
     pytest.skip("needs root (network namespaces, nftables)", allow_module_level=True)
@@ -35,10 +35,7 @@ def systemd_agents():
 
 
 def adopted_after_restart(agent, nth):
-    marker = "restart: adopted "
-    kibotos_agent.wait_for(lambda: agent.log().count(marker) >= nth, timeout=30, what="the relays to be adopted")
-    line = [x for x in agent.log().splitlines() if marker in x][nth - 1]
-    return int(line.split(marker)[1].split()[0])
+    return adopted_after_take_over(agent, nth, how="restart")
 
 
 def attached_lab(lab, systemd_agents):

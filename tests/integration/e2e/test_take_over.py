@@ -59,9 +59,10 @@ def syn_retransmits(lab, ws):
     return int(lines[1][lines[0].index("TCPSynRetrans")])
 
 
-def adopted_after_take_over(agent, nth):
-    """The count the nth take-over's agent logged once the old one finished moving."""
-    marker = "take-over: adopted "
+def adopted_after_take_over(agent, nth, how="take-over"):
+    """The count the nth take-over's (or, how="restart", restart's) agent logged once
+    the old one finished moving."""
+    marker = how + ": adopted "
     kibotos_agent.wait_for(lambda: agent.log().count(marker) >= nth, timeout=30, what="the relays to move")
     line = [x for x in agent.log().splitlines() if marker in x][nth - 1]
     return int(line.split(marker)[1].split()[0])
