@@ -55,6 +55,41 @@ uint64_t min_of(const std::vector<uint64_t>& v) { return v.empty() ? 0 : *std::m
 // A counter the loops move up and down, read while they run.
 uint64_t non_negative(const std::atomic<int64_t>& n) { return static_cast<uint64_t>(std::max<int64_t>(0, n.load())); }
 
+google::protobuf::Timestamp to_timestamp(std::chrono::system_clock::time_point t) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(us / 1000000);
+  ts.set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  return ts;
+}
+
+// Adds st's counts to out (every reason and cause present).
+void add_counters(const EgressStats& st, ctrl::ConnectionCounters& out) {
+  out.set_opened(out.opened() + st.opened.load());
+  for (size_t i = 0; i < relay::kCloseReasonCount; ++i)
+    (*out.mutable_closed())[std::string(relay::close_reason_name(static_cast<relay::CloseReason>(i)))] +=
+        st.closed[i].load();
+  for (size_t i = 0; i < relay::kDialCauseCount; ++i)
+    (*out.mutable_dial_failures())[std::string(relay::dial_cause_name(static_cast<relay::DialCause>(i)))] +=
+        st.dial_failed_by[i].load();
+  out.set_bytes_from_guest(out.bytes_from_guest() + st.traffic.from_guest.load());
+  out.set_bytes_to_guest(out.bytes_to_guest() + st.traffic.to_guest.load());
+}
+
+std::vector<std::pair<std::string, uint64_t>> closed_counts(const EgressStats& st) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < relay::kCloseReasonCount; ++i)
+    out.emplace_back(relay::close_reason_name(static_cast<relay::CloseReason>(i)), st.closed[i].load());
+  return out;
+}
+
+std::vector<std::pair<std::string, uint64_t>> dial_cause_counts(const EgressStats& st) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < relay::kDialCauseCount; ++i)
+    out.emplace_back(relay::dial_cause_name(static_cast<relay::DialCause>(i)), st.dial_failed_by[i].load());
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config& config, WorkspaceAttacher& attacher) {
@@ -126,13 +161,20 @@ DataplaneRuntime::~DataplaneRuntime() {
 void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_seconds) {
   const std::string id = rev->egress_id;
   const uint64_t revision = rev->revision;
-  auto t = relay::make_dial_target(std::move(rev));
+  std::shared_ptr<relay::DialTimings> timings;
+  {
+    std::lock_guard lk(mu_);
+    auto& slot = timings_[id];
+    if (!slot) slot = std::make_shared<relay::DialTimings>();
+    timings = slot;
+  }
+  auto t = relay::make_dial_target(std::move(rev), std::move(timings));
   if (!t.ok()) {
     // The store validated the spec; a failure here (e.g. an unreadable ca_cert) leaves
     // the previous revision in place, reported through dial errors.
     std::lock_guard lk(mu_);
     for (auto& [wid, e] : workspaces_)
-      e.stats->egress(id)->set_error("revision " + std::to_string(revision) + ": " + t.error().message);
+      e.stats->egress(id)->record_failure("revision " + std::to_string(revision) + ": " + t.error().message);
     return;
   }
   {
@@ -149,6 +191,7 @@ void DataplaneRuntime::egress_deleted(const std::string& egress_id) {
   if (dns_) dns_->delete_egress(egress_id);
   std::lock_guard lk(mu_);
   egress_acks_.erase(egress_id);
+  timings_.erase(egress_id);
 }
 
 std::vector<unsigned> DataplaneRuntime::place_workspace() {
@@ -349,8 +392,16 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
     if (st == nullptr) return;
     es->set_active_connections(non_negative(st->active));
     es->set_draining_connections(non_negative(st->draining));
-    es->set_last_error(st->error());
+    const EgressStats::Failure f = st->last_failure();
+    if (!f.message.empty()) {
+      es->set_last_error(f.message);
+      *es->mutable_last_error_time() = to_timestamp(f.at);
+      es->set_consecutive_failures(f.consecutive);
+    }
+    add_counters(*st, *es->mutable_connections());
   };
+  // Every Egress's, listed or not.
+  e.stats->for_each([&](const std::string&, const EgressStats& st) { add_counters(st, *s.mutable_connections()); });
   for (const auto& r : e.policy.egresses())
     if (seen.insert(r.egress_id()).second) add(r.egress_id(), e.stats->find(r.egress_id()).get());
   // An Egress the policy dropped is listed while connections still drain through it.
@@ -448,10 +499,31 @@ std::vector<WorkspaceMetrics> DataplaneRuntime::metrics() const {
     m.refused_over_limit = e.stats->refused_over_limit.load();
     m.refused_uncovered = e.stats->refused_uncovered.load();
     e.stats->for_each([&](const std::string& egress_id, const EgressStats& st) {
+      // A deleted Egress's series go with it (unless connections still count there).
+      if (!egress_acks_.count(egress_id) && non_negative(st.active) + non_negative(st.draining) == 0) return;
       m.egresses.push_back(EgressMetrics{egress_id, non_negative(st.active), non_negative(st.draining),
-                                         st.dial_failures.load(), st.dial_refusals.load()});
+                                         st.dial_failures.load(), st.dial_refusals.load(), st.opened.load(),
+                                         closed_counts(st), dial_cause_counts(st), st.traffic.from_guest.load(),
+                                         st.traffic.to_guest.load()});
     });
     if (auto d = dns.find(id); d != dns.end() && !d->second.resolvers.empty()) m.dns = dns_metrics(d->second);
+  }
+  return out;
+}
+
+std::vector<EgressTimingMetrics> DataplaneRuntime::egress_timings() const {
+  std::vector<EgressTimingMetrics> out;
+  std::lock_guard lk(mu_);
+  for (const auto& [id, t] : timings_) {
+    EgressTimingMetrics& m = out.emplace_back();
+    m.egress_id = id;
+    m.stages = {{"resolve", "", t->resolve.snapshot()},
+                {"connect", "", t->connect.snapshot()},
+                {"tls_handshake", "full", t->tls_full.snapshot()},
+                {"tls_handshake", "resumed", t->tls_resumed.snapshot()},
+                {"socks5", "", t->socks5.snapshot()},
+                {"dial", "", t->dial.snapshot()},
+                {"first_byte", "", t->first_byte.snapshot()}};
   }
   return out;
 }

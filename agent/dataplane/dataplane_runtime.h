@@ -45,6 +45,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   std::vector<int> listening_sockets() const override;
   void adopt_connection(MovedConnection moved) override;
   std::vector<WorkspaceMetrics> metrics() const override;
+  std::vector<EgressTimingMetrics> egress_timings() const override;
 
   unsigned loops() const { return static_cast<unsigned>(workers_.size()); }
 
@@ -85,6 +86,8 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
 
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
   std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker
+  // Dial latencies per published Egress, shared by its revisions' DialTargets.
+  std::map<std::string, std::shared_ptr<relay::DialTimings>> timings_;
   std::map<std::string, WorkspaceEntry> workspaces_;
   unsigned workspace_loops_ = 1;         // config dataplane.workspace_loops, at most the loops
   std::vector<size_t> loop_workspaces_;  // Workspaces each loop accepts for

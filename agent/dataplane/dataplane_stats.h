@@ -1,31 +1,85 @@
 #pragma once
 // Counters shared between the loops (writers) and the control API (reader): atomics
 // and short locks only, so status answers even while the loops are saturated.
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "agent/relay/egress_dial.h"
+#include "agent/relay/relay_accounting.h"
+
 namespace kib::dataplane {
 
+// One log line per interval at most, and how many were held back meanwhile
+// (lock-free: the loops call it on every failure).
+class LogBudget {
+ public:
+  static constexpr int64_t kIntervalNs = 10'000'000'000;
+  // Whether to log now; *held_back: lines not logged since the last one.
+  bool admit(int64_t now_ns, uint64_t* held_back) {
+    int64_t next = next_ns_.load(std::memory_order_relaxed);
+    if (now_ns < next || !next_ns_.compare_exchange_strong(next, now_ns + kIntervalNs)) {
+      held_back_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    *held_back = held_back_.exchange(0, std::memory_order_relaxed);
+    return true;
+  }
+
+ private:
+  std::atomic<int64_t> next_ns_{0};
+  std::atomic<uint64_t> held_back_{0};
+};
+
+// One Workspace's connections through one Egress: the loops count, the control API
+// reads. Counts start when this process attached the Workspace.
 struct EgressStats {
   std::atomic<int64_t> active{0};
   std::atomic<int64_t> draining{0};
+  std::atomic<uint64_t> opened{0};  // dials started, and connections inherited from the previous process
+  std::array<std::atomic<uint64_t>, relay::kCloseReasonCount> closed{};
   std::atomic<uint64_t> dial_failures{0};
   std::atomic<uint64_t> dial_refusals{0};  // failures because every address was refused
-  mutable std::mutex mu;
-  std::string last_error;
+  std::array<std::atomic<uint64_t>, relay::kDialCauseCount> dial_failed_by{};
+  relay::TrafficCounters traffic;
+  // Log lines of failures, per dial cause and one for resets after the dial.
+  std::array<LogBudget, relay::kDialCauseCount + 1> log_budget;
 
-  void set_error(const std::string& e) {
+  // The newest failure (a dial, or the Egress resetting an established connection),
+  // shown until a dial through the Egress succeeds again.
+  struct Failure {
+    std::string message;  // empty: none since the last success
+    std::chrono::system_clock::time_point at;
+    uint64_t consecutive = 0;  // failures since the last success
+  };
+  void record_failure(std::string message) {
     std::lock_guard lk(mu);
-    last_error = e;
+    failure.message = std::move(message);
+    failure.at = std::chrono::system_clock::now();
+    ++failure.consecutive;
+    failing.store(true, std::memory_order_relaxed);
   }
-  std::string error() const {
+  // Called on every established connection: a relaxed load unless a failure is shown.
+  void record_success() {
+    if (!failing.load(std::memory_order_relaxed)) return;
     std::lock_guard lk(mu);
-    return last_error;
+    failure = {};
+    failing.store(false, std::memory_order_relaxed);
   }
+  Failure last_failure() const {
+    std::lock_guard lk(mu);
+    return failure;
+  }
+
+ private:
+  mutable std::mutex mu;
+  Failure failure;
+  std::atomic<bool> failing{false};
 };
 
 // One Workspace's counters, kept per Egress it has routed through.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <future>
 
@@ -300,8 +301,10 @@ relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest
   c->owner_context = &ws;
   ws.connections_list.push_front(*c);
   ++ws.connections;
+  c->set_traffic(&es.traffic);
   ws.plan->stats->connections.fetch_add(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
+  es.opened.fetch_add(1, std::memory_order_relaxed);
   (draining ? es.draining : es.active).fetch_add(1, std::memory_order_relaxed);
   return c;
 }
@@ -354,8 +357,13 @@ void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
   auto eit = egresses_.find(egress_id);
   EgressStats& es = stats_for(ws, egress_id);
   if (eit == egresses_.end()) {
+    // Counted as a connection whose dial failed at once.
+    es.opened.fetch_add(1, std::memory_order_relaxed);
+    es.closed[static_cast<size_t>(relay::CloseReason::dial_failed)].fetch_add(1, std::memory_order_relaxed);
     es.dial_failures.fetch_add(1, std::memory_order_relaxed);
-    es.set_error("egress " + egress_id + " is not published to the data plane");
+    es.dial_failed_by[static_cast<size_t>(relay::DialCause::local)].fetch_add(1, std::memory_order_relaxed);
+    record_failure(ws, egress_id, es, static_cast<size_t>(relay::DialCause::local),
+                   "dial failed (local): the Egress is not published to the data plane");
     return reset_and_close(std::move(fd));
   }
   add_connection(ws, std::move(fd), eit->second, false)->start(dst);
@@ -382,14 +390,34 @@ void Worker::resolve(relay::RelayConnection& c, const std::string& host) {
   resolver_->resolve(host, [conn](Result<std::vector<policy::IpAddress>> r) { conn->on_resolved(std::move(r)); });
 }
 
-void Worker::on_established(relay::RelayConnection&) {}
-
-void Worker::on_dial_failed(relay::RelayConnection& c, const std::string& reason, bool refused) {
+void Worker::on_established(relay::RelayConnection& c) {
   auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
-  EgressStats& es = stats_for(ws, c.target().egress_id());
+  stats_for(ws, c.target().egress_id()).record_success();
+}
+
+void Worker::on_dial_failed(relay::RelayConnection& c, relay::DialCause cause, const std::string& reason) {
+  auto& ws = *static_cast<LoopWorkspace*>(c.owner_context);
+  const std::string& egress_id = c.target().egress_id();
+  EgressStats& es = stats_for(ws, egress_id);
   es.dial_failures.fetch_add(1, std::memory_order_relaxed);
-  if (refused) es.dial_refusals.fetch_add(1, std::memory_order_relaxed);
-  es.set_error(reason);
+  if (cause == relay::DialCause::refused) es.dial_refusals.fetch_add(1, std::memory_order_relaxed);
+  es.dial_failed_by[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
+  record_failure(ws, egress_id, es, static_cast<size_t>(cause),
+                 "dial failed (" + std::string(relay::dial_cause_name(cause)) + "): " + reason);
+}
+
+void Worker::record_failure(LoopWorkspace& ws, const std::string& egress_id, EgressStats& es, size_t budget,
+                            const std::string& what) {
+  es.record_failure(what);
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  uint64_t held_back = 0;
+  if (!es.log_budget[budget].admit(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), &held_back))
+    return;
+  if (held_back == 0)
+    spdlog::info("workspace {}: egress {}: {}", ws.plan->id, egress_id, what);
+  else
+    spdlog::info("workspace {}: egress {}: {} (and {} more like it not logged)", ws.plan->id, egress_id, what,
+                 held_back);
 }
 
 void Worker::on_out_of_resources(int err) {
@@ -404,6 +432,11 @@ void Worker::on_closed(relay::RelayConnection& c) {
     es.draining.fetch_sub(1, std::memory_order_relaxed);
   else
     es.active.fetch_sub(1, std::memory_order_relaxed);
+  const relay::CloseReason why = c.close_reason();
+  es.closed[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  if (why == relay::CloseReason::upstream_reset)
+    record_failure(ws, c.target().egress_id(), es, relay::kDialCauseCount,
+                   "an established connection was reset by the Egress or its TLS stream broke");
   ws.plan->stats->connections.fetch_sub(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_sub(1, std::memory_order_relaxed);
 }

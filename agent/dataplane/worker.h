@@ -90,7 +90,7 @@ class Worker final : private relay::ConnectionObserver {
   void resolve(relay::RelayConnection& c, const std::string& host) override;
   const policy::EndpointAddressPolicy& address_policy() override { return *opts_.address_policy; }
   void on_established(relay::RelayConnection& c) override;
-  void on_dial_failed(relay::RelayConnection& c, const std::string& reason, bool refused) override;
+  void on_dial_failed(relay::RelayConnection& c, relay::DialCause cause, const std::string& reason) override;
   void on_out_of_resources(int err) override;
   void on_closed(relay::RelayConnection& c) override;
   void on_released(relay::RelayConnection& c) override;
@@ -102,6 +102,10 @@ class Worker final : private relay::ConnectionObserver {
                                          bool draining);
   void drain(relay::RelayConnection& c, uint32_t drain_seconds);
   EgressStats& stats_for(LoopWorkspace& ws, const std::string& egress_id);
+  // Counts (and logs, within the budget) a failure of ws's connections through the
+  // Egress; budget: a dial cause's, or kDialCauseCount for a reset after the dial.
+  void record_failure(LoopWorkspace& ws, const std::string& egress_id, EgressStats& es, size_t budget,
+                      const std::string& what);
   void retire(std::unique_ptr<LoopWorkspace> ws);
 
   const unsigned index_;

@@ -2,7 +2,7 @@
 
 namespace kib::relay {
 
-Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev) {
+Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev, std::shared_ptr<DialTimings> timings) {
   if (!rev || !rev->spec.has_socks5()) return Error{Code::invalid_argument, "egress has no socks5 endpoint"};
   const auto& s5 = rev->spec.socks5();
   KIB_TRY_ASSIGN(auto hp, policy::parse_host_port(s5.address()));
@@ -18,6 +18,7 @@ Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev) {
     t->tls = std::move(ctx);
   }
   t->revision = std::move(rev);
+  t->timings = std::move(timings);
   return DialTargetPtr(std::move(t));
 }
 

@@ -7,6 +7,7 @@
 
 #include "agent/common/result.h"
 #include "agent/policy/endpoint.h"
+#include "agent/relay/relay_accounting.h"
 #include "agent/relay/socks5_client.h"
 #include "agent/relay/tls_context.h"
 #include "agent/runtime/runtime.h"
@@ -23,6 +24,8 @@ struct DialTarget {
   // Until a probe says so, and for good once a pipelined dial gets no answer, each
   // request waits for the reply before it.
   mutable std::atomic<bool> socks_pipelining{false};
+  // The Egress's dial timings, shared by its revisions (null: not measured).
+  std::shared_ptr<DialTimings> timings;
 
   const std::string& egress_id() const { return revision->egress_id; }
   uint64_t revision_number() const { return revision->revision; }
@@ -30,6 +33,6 @@ struct DialTarget {
 using DialTargetPtr = std::shared_ptr<const DialTarget>;
 
 // invalid_argument for a spec without socks5, a bad address or a bad ca_cert.
-Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev);
+Result<DialTargetPtr> make_dial_target(EgressRevisionPtr rev, std::shared_ptr<DialTimings> timings = nullptr);
 
 }  // namespace kib::relay

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -18,6 +19,22 @@ namespace {
 constexpr const char* kAnsweredAhead = "socks5: the server answered ahead of the request";
 
 }  // namespace
+
+std::string_view dial_cause_name(DialCause c) {
+  static constexpr std::array<std::string_view, kDialCauseCount> kNames = {
+      "resolve", "refused", "connect", "tls", "socks5", "closed", "timeout", "io_error", "local"};
+  const auto i = static_cast<size_t>(c);
+  return i < kNames.size() ? kNames[i] : "unknown";
+}
+
+EgressDial::Stage EgressDial::stage() const {
+  switch (step_) {
+    case Step::resolve: return Stage::resolve;
+    case Step::connect: return Stage::connect;
+    case Step::exchange: return tls_handshaking_ ? Stage::tls : Stage::socks5;
+    default: return Stage::done;
+  }
+}
 
 std::string to_string(const SocketAddress& a) {
   const auto ip = policy::IpAddress::from_sockaddr(&a.sa).to_string();
@@ -42,20 +59,20 @@ EgressDial::Step EgressDial::start() {
 // answered first.
 EgressDial::Step EgressDial::on_resolved(Result<std::vector<policy::IpAddress>> addresses) {
   const std::string& name = plan_.egress->endpoint.host;
-  if (!addresses.ok()) return fail("resolve " + name + ": " + addresses.error().message);
-  if (addresses->empty()) return fail("resolve " + name + ": no address");
+  if (!addresses.ok()) return fail(DialCause::resolve, "resolve " + name + ": " + addresses.error().message);
+  if (addresses->empty()) return fail(DialCause::resolve, "resolve " + name + ": no address");
   auto targets = policy::filter_dial_targets(*addresses, *plan_.address_policy);
   if (targets.allowed.empty()) {
     std::string refusals;
     for (const auto& e : targets.refused) refusals += (refusals.empty() ? "" : "; ") + e.message;
-    return fail("refused endpoint address: " + refusals, /*refused=*/true);
+    return fail(DialCause::refused, "refused endpoint address: " + refusals);
   }
   addresses_ = std::move(targets.allowed);
   return connect_next();
 }
 
 EgressDial::Step EgressDial::connect_next() {
-  if (next_ >= addresses_.size()) return fail(last_error_);
+  if (next_ >= addresses_.size()) return fail(DialCause::connect, last_error_);
   const uint16_t port = plan_.egress != nullptr
                             ? plan_.egress->endpoint.port
                             : ntohs(plan_.destination.sa.sa_family == AF_INET6 ? plan_.destination.v6.sin6_port
@@ -74,7 +91,7 @@ EgressDial::Step EgressDial::on_connected(int err) {
   step_ = Step::exchange;
   if (plan_.egress->tls) {
     auto s = TlsSession::create(plan_.egress->tls);
-    if (!s.ok()) return fail("tls: " + s.error().message);
+    if (!s.ok()) return fail(DialCause::local, "tls: " + s.error().message);
     tls_ = std::move(s.value());
     tls_handshaking_ = true;
     return handshake();
@@ -86,7 +103,7 @@ EgressDial::Step EgressDial::handshake() {
   switch (tls_->handshake()) {
     case TlsSession::Io::ok: tls_handshaking_ = false; return start_socks();
     case TlsSession::Io::want_read: return step_;
-    default: return fail("tls: " + tls_->last_error());
+    default: return fail(DialCause::tls, "tls: " + tls_->last_error());
   }
 }
 
@@ -111,12 +128,12 @@ EgressDial::Step EgressDial::queue_socks_output() {
   const size_t n = socks_->write_output(buf);
   socks_->take_output();
   if (tls_) {
-    if (tls_->write(buf, n) != TlsSession::Io::ok) return fail("tls: " + tls_->last_error());
+    if (tls_->write(buf, n) != TlsSession::Io::ok) return fail(DialCause::tls, "tls: " + tls_->last_error());
     return step_;
   }
   // One request is due at a time, after the reply to the one before: the caller took
   // that one out already.
-  if (out_len_ + n > sizeof out_) return fail("socks5: request queued behind an unsent one");
+  if (out_len_ + n > sizeof out_) return fail(DialCause::socks5, "socks5: request queued behind an unsent one");
   std::memcpy(out_ + out_len_, buf, n);
   out_len_ = static_cast<uint16_t>(out_len_ + n);
   return step_;
@@ -137,7 +154,8 @@ size_t EgressDial::take_out(uint8_t* buf, size_t cap) {
 
 EgressDial::Step EgressDial::on_received(const uint8_t* data, size_t len) {
   if (step_ != Step::exchange) return step_;
-  if (!tls_ && out_off_ < out_len_) return fail(kAnsweredAhead);  // our request is not even taken out
+  if (!tls_ && out_off_ < out_len_)
+    return fail(DialCause::socks5, kAnsweredAhead);  // our request is not even taken out
   if (!tls_) return feed_socks(data, len, &consumed_);
   consumed_ = len;
   tls_->feed(data, len);
@@ -156,7 +174,7 @@ EgressDial::Step EgressDial::on_received(const uint8_t* data, size_t len) {
       }
       case TlsSession::Io::want_read: return step_;
       case TlsSession::Io::closed: return on_closed();
-      case TlsSession::Io::error: return fail("tls: " + tls_->last_error());
+      case TlsSession::Io::error: return fail(DialCause::tls, "tls: " + tls_->last_error());
     }
   }
   return step_;
@@ -165,34 +183,36 @@ EgressDial::Step EgressDial::on_received(const uint8_t* data, size_t len) {
 EgressDial::Step EgressDial::feed_socks(const uint8_t* data, size_t len, size_t* used) {
   *used = socks_->feed(data, len);
   switch (socks_->state()) {
-    case Socks5Client::State::failed: return fail("socks5: " + std::string(socks5_failure_name(socks_->failure())));
+    case Socks5Client::State::failed:
+      return fail(DialCause::socks5, "socks5: " + std::string(socks5_failure_name(socks_->failure())));
     case Socks5Client::State::done: return step_ = Step::dialed;
     default: break;
   }
   // feed() stopped where our next request falls due: bytes beyond it answer a
   // request the server has not been sent (only a pipelined client sends ahead).
-  if (*used < len) return fail(kAnsweredAhead);
+  if (*used < len) return fail(DialCause::socks5, kAnsweredAhead);
   return queue_socks_output();
 }
 
 EgressDial::Step EgressDial::on_closed() {
   if (step_ != Step::exchange) return step_;
-  return fail("endpoint closed the connection during the handshake");
+  return fail(DialCause::closed, "endpoint closed the connection during the handshake");
 }
 
 EgressDial::Step EgressDial::on_io_error(const char* op, int err) {
   if (step_ != Step::exchange) return step_;
-  return fail(std::string("endpoint ") + op + ": " + strerror(err));
+  return fail(DialCause::io_error, std::string("endpoint ") + op + ": " + strerror(err));
 }
 
 EgressDial::Step EgressDial::on_timeout() {
   if (step_ == Step::connect) return on_connected(ETIMEDOUT);
   if (step_ == Step::dialed || step_ == Step::failed) return step_;
-  return fail("handshake timed out");
+  return fail(DialCause::timeout, "handshake timed out");
 }
 
-EgressDial::Step EgressDial::fail(std::string reason, bool refused) {
-  failure_.refused = refused;
+EgressDial::Step EgressDial::fail(DialCause cause, std::string reason) {
+  failure_.cause = cause;
+  failure_.refused = cause == DialCause::refused;
   if (socks_ && socks_->pipelined() &&
       (socks_->state() == Socks5Client::State::auth || socks_->state() == Socks5Client::State::connect)) {
     // The server read the greeting but not the request sent with it (another server

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/common/result.h"
@@ -44,7 +45,23 @@ struct DialPlan {
   const policy::EndpointAddressPolicy* address_policy = nullptr;
 };
 
+// Why a dial failed, in few enough kinds to be a metric label.
+enum class DialCause : uint8_t {
+  resolve,   // the endpoint's name did not resolve
+  refused,   // every endpoint address failed the special-purpose check
+  connect,   // no endpoint address accepted the TCP connection (refused, unreachable, timed out)
+  tls,       // the TLS handshake failed (verification included)
+  socks5,    // the SOCKS5 server refused or answered out of protocol
+  closed,    // the endpoint closed the connection during the handshake
+  timeout,   // the handshake took longer than dataplane.handshake_timeout
+  io_error,  // a send or recv on the endpoint's socket failed during the handshake
+  local,     // the agent could not (out of memory, the revision not published)
+};
+inline constexpr size_t kDialCauseCount = 9;
+std::string_view dial_cause_name(DialCause c);
+
 struct DialFailure {
+  DialCause cause = DialCause::local;
   std::string reason;
   bool refused = false;  // every endpoint address failed the special-purpose check
   // A pipelined handshake ended after the greeting's reply without the answer to the
@@ -82,6 +99,11 @@ class EgressDial {
   Step on_timeout();
 
   Step step() const { return step_; }
+  // Where the dial is, for its stage timings: resolving and connecting follow step();
+  // the exchange is the TLS handshake first (with TLS), then SOCKS5.
+  enum class Stage : uint8_t { resolve, connect, tls, socks5, done };
+  Stage stage() const;
+  bool tls_resumed() const { return tls_ && tls_->resumed(); }
   const std::string& host() const { return plan_.egress->endpoint.host; }
   const SocketAddress& peer() const { return peer_; }
   // Bytes to send now (ciphertext inside TLS), taken in pieces of at most cap.
@@ -105,7 +127,7 @@ class EgressDial {
   Step start_socks();
   Step feed_socks(const uint8_t* data, size_t len, size_t* used);
   Step queue_socks_output();
-  Step fail(std::string reason, bool refused = false);
+  Step fail(DialCause cause, std::string reason);
 
   DialPlan plan_;
   std::vector<policy::IpAddress> addresses_;  // those that passed the check

@@ -5,9 +5,11 @@
 #include "agent/relay/relay_connection.h"
 
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <utility>
 
 #include "uring/socket_ops.h"
@@ -18,6 +20,18 @@ namespace {
 
 // Out of descriptors or socket memory: the owner stops accepting for a while.
 bool is_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
+uint64_t monotonic_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+int socket_error(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : 0;
+}
 
 }  // namespace
 
@@ -47,7 +61,56 @@ void RelayConnection::start(const SocketAddress& original_dst) {
                                                 .pipelined = target_->socks_pipelining.load(std::memory_order_relaxed),
                                                 .address_policy = &obs_.address_policy()});
   last_activity_ = loop_.now_ms();
+  if (target_->timings) started_ns_ = stage_started_ns_ = monotonic_ns();
+  watch_guest();  // first: a dial that fails at once releases this
   advance(dial_->start());
+}
+
+// While dialing nothing reads the guest's socket, so its reset would go unseen until
+// the dial ended (a guest's RST storm would stay counted active for seconds): a poll
+// waits for it. A FIN alone (the guest sent its request and half-closed) ends the
+// watch without ending the connection: the relay reads the FIN in turn.
+void RelayConnection::watch_guest() {
+  guest_watch_ = true;
+  io_uring_sqe* s = start_op(kGuestRecv);
+  io_uring_prep_poll_add(s, -1, POLLRDHUP);
+  guest_.aim(s);
+}
+
+void RelayConnection::on_guest_watch(int32_t res) {
+  guest_watch_ = false;
+  if (phase_ == Phase::closing) return;
+  if (res > 0 && (res & (POLLERR | POLLHUP)) != 0 && phase_ != Phase::relaying)
+    return close(true, CloseReason::guest_reset);
+  if (phase_ == Phase::relaying) pump(kGuest);  // the relay started meanwhile: its recv waited for this
+}
+
+void RelayConnection::note_dial_stage() {
+  DialTimings* t = target_->timings.get();
+  if (t == nullptr || !dial_) return;
+  const EgressDial::Stage now_at = dial_->stage();
+  if (now_at == stage_) return;
+  const EgressDial::Stage was = std::exchange(stage_, now_at);
+  // Only stages that succeeded count: a failed one is a dial failure (by cause).
+  if (now_at == EgressDial::Stage::done && dial_->step() != EgressDial::Step::dialed) return;
+  const uint64_t now = monotonic_ns();
+  const uint64_t us = (now - stage_started_ns_) / 1000;
+  switch (was) {
+    case EgressDial::Stage::resolve:
+      if (!target_->endpoint.ip) t->resolve.observe_us(us);
+      break;
+    case EgressDial::Stage::connect: t->connect.observe_us(us); break;
+    case EgressDial::Stage::tls: (dial_->tls_resumed() ? t->tls_resumed : t->tls_full).observe_us(us); break;
+    case EgressDial::Stage::socks5: t->socks5.observe_us(us); break;
+    case EgressDial::Stage::done: break;
+  }
+  stage_started_ns_ = now;
+  if (now_at == EgressDial::Stage::done) t->dial.observe_us((now - started_ns_) / 1000);
+}
+
+void RelayConnection::note_first_byte() {
+  first_byte_seen_ = true;
+  if (DialTimings* t = target_->timings.get()) t->first_byte.observe_us((monotonic_ns() - started_ns_) / 1000);
 }
 
 void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) {
@@ -58,6 +121,7 @@ void RelayConnection::on_resolved(Result<std::vector<policy::IpAddress>> addrs) 
 
 // Carries out the step the dial (egress_dial.h) asks for next.
 void RelayConnection::advance(EgressDial::Step step) {
+  note_dial_stage();
   switch (step) {
     case EgressDial::Step::resolve:
       phase_ = Phase::resolving;
@@ -70,7 +134,7 @@ void RelayConnection::advance(EgressDial::Step step) {
       const DialFailure& f = dial_->failure();
       // The revision's later dials wait for each reply.
       if (f.pipelining_unanswered) target_->socks_pipelining.store(false, std::memory_order_relaxed);
-      return dial_failed(f.reason, f.refused);
+      return dial_failed(f.cause, f.reason);
     }
   }
 }
@@ -168,6 +232,7 @@ void RelayConnection::enter_relay() {
   dial_.reset();
   last_activity_ = loop_.now_ms();
   rearm_timer();
+  if (guest_watch_) cancel_op(kGuestRecv);  // its completion starts the guest's recv
   obs_.on_established(*this);
   pump(kUp);
   pump(kGuest);
@@ -181,11 +246,13 @@ void RelayConnection::on_complete(unsigned tag, int32_t res, uint32_t flags) {
   // destination (the destination's send tag).
   auto splice_ready = [&](int side) {
     if (phase_ == Phase::closing) return;
-    if (res < 0 && res != -ETIME) return close(true);  // -ETIME: a coalescing wait ended
+    if (res < 0 && res != -ETIME) return close_on_error();  // -ETIME: a coalescing wait ended
     splice_flow(side);
   };
   switch (tag) {
-    case kGuestRecv: return flow_[kGuest].pipe ? splice_ready(kGuest) : on_recv(kGuest, res, flags);
+    case kGuestRecv:
+      if (guest_watch_) return on_guest_watch(res);
+      return flow_[kGuest].pipe ? splice_ready(kGuest) : on_recv(kGuest, res, flags);
     case kUpRecv: return flow_[kUp].pipe ? splice_ready(kUp) : on_recv(kUp, res, flags);
     case kGuestSend:
       if (std::exchange(flow_[kUp].out_poll, false)) return splice_ready(kUp);
@@ -241,10 +308,10 @@ void RelayConnection::rearm_timer() {
 
 void RelayConnection::on_timer(uring::Timer&) {
   uint64_t now = loop_.now_ms();
-  if (drain_deadline_ != 0 && now >= drain_deadline_) return close(true);
+  if (drain_deadline_ != 0 && now >= drain_deadline_) return close(true, CloseReason::drain_deadline);
   switch (phase_) {
     case Phase::relaying:
-      if (now >= last_activity_ + timeouts_.idle_ms) return close(true);
+      if (now >= last_activity_ + timeouts_.idle_ms) return close(true, CloseReason::idle_timeout);
       return rearm_timer();
     case Phase::connecting:
       if (now >= phase_deadline_) {
@@ -262,19 +329,25 @@ void RelayConnection::on_timer(uring::Timer&) {
 
 void RelayConnection::drain_until(uint64_t deadline_ms) {
   if (phase_ == Phase::closing || drain_deadline_ != 0) return;
-  if (deadline_ms <= loop_.now_ms()) return close(true);
+  if (deadline_ms <= loop_.now_ms()) return close(true, CloseReason::drain_deadline);
   drain_deadline_ = deadline_ms;
   rearm_timer();
 }
 
-void RelayConnection::dial_failed(const std::string& reason, bool refused) {
+void RelayConnection::dial_failed(DialCause cause, const std::string& reason) {
   if (phase_ == Phase::closing) return;
-  obs_.on_dial_failed(*this, reason, refused);
-  close(true);  // "a refused or failed dial resets the guest connection"
+  obs_.on_dial_failed(*this, cause, reason);
+  close(true, CloseReason::dial_failed);  // "a refused or failed dial resets the guest connection"
 }
 
-void RelayConnection::close(bool reset) {
+void RelayConnection::close_on_error() {
+  if (socket_error(guest_.fd()) != 0) return close(true, CloseReason::guest_reset);
+  close(true, socket_error(up_.fd()) != 0 ? CloseReason::upstream_reset : CloseReason::relay_error);
+}
+
+void RelayConnection::close(bool reset, CloseReason why) {
   if (phase_ == Phase::closing) return;
+  close_reason_ = why;
   // A move that ends here (it failed, or an abort came first) still tells the owner.
   const bool move_ended = phase_ == Phase::moving;
   phase_ = Phase::closing;

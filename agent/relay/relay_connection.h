@@ -17,6 +17,7 @@
 #include "agent/relay/dial_target.h"
 #include "agent/relay/egress_dial.h"
 #include "agent/relay/moved_relay.h"
+#include "agent/relay/relay_accounting.h"
 #include "agent/relay/socket_address.h"
 #include "agent/relay/splice_pipe.h"
 #include "agent/relay/tls_session.h"
@@ -37,8 +38,9 @@ class ConnectionObserver {
   // The special-purpose check (with the config's exemptions) every dial applies.
   virtual const policy::EndpointAddressPolicy& address_policy() = 0;
   virtual void on_established(RelayConnection& c) = 0;
-  // refused: every address of the endpoint failed the special-purpose check.
-  virtual void on_dial_failed(RelayConnection& c, const std::string& reason, bool refused) = 0;
+  // The dial failed (DialCause::refused: every address of the endpoint failed the
+  // special-purpose check); the connection closes next.
+  virtual void on_dial_failed(RelayConnection& c, DialCause cause, const std::string& reason) = 0;
   // Opening the upstream socket failed for want of descriptors or socket memory
   // (errno err): the owner should stop accepting until they return.
   virtual void on_out_of_resources(int err) = 0;
@@ -92,8 +94,8 @@ class RelayConnection final : private uring::OpOwner,
   // Drain: closes at deadline_ms (now or earlier: at once). A connection already
   // draining keeps its own deadline.
   void drain_until(uint64_t deadline_ms);
-  // Resets both sides now.
-  void abort() { close(true); }
+  // Resets both sides now (the agent ended it: CloseReason::agent_closed).
+  void abort() { close(true, CloseReason::agent_closed); }
   // Take-over (relay_move.cpp): an established plain relay stops, cancels what it has
   // in flight, and hands its sockets and unsent bytes to the observer's on_moved; one
   // that cannot (no plain fd for its upstream socket, a socket error meanwhile) resets.
@@ -107,6 +109,12 @@ class RelayConnection final : private uring::OpOwner,
   bool closing() const { return phase_ == Phase::closing; }
   bool established() const { return phase_ == Phase::relaying; }
   const DialTarget& target() const { return *target_; }
+  // Where its bytes are counted (the owner's; must outlive the connection).
+  void set_traffic(TrafficCounters* t) { traffic_ = t; }
+  // Why it closed: set once closing() (before the owner's on_closed).
+  CloseReason close_reason() const { return close_reason_; }
+  uint64_t bytes_from_guest() const { return bytes_[kGuest]; }
+  uint64_t bytes_to_guest() const { return bytes_[kUp]; }
   SocketAddress original_dst() const;
 
   // The owner's context (its list is uring::IntrusiveList<RelayConnection, OwnerListTag>).
@@ -179,7 +187,7 @@ class RelayConnection final : private uring::OpOwner,
   void submit_send(int side, const uint8_t* data, uint32_t len, bool more);
   void release_flow_buffer(Flow& f);
   // Closes with an RST; false, for refill's callers.
-  bool reset();
+  bool reset(CloseReason why);
   void tls_take_in(int side, const uint8_t* data, uint32_t len, int32_t bid);
   bool tls_refill(int from);
   void tls_end(int side);
@@ -198,8 +206,22 @@ class RelayConnection final : private uring::OpOwner,
   MovedFlow take_moved_flow(int side);
   bool resume_flow(int side, MovedFlow&& m);
 
-  void dial_failed(const std::string& reason, bool refused = false);
-  void close(bool reset);
+  void dial_failed(DialCause cause, const std::string& reason);
+  void close(bool reset, CloseReason why);
+  // A reset whose side is the one whose socket reports an error (relay_error: neither).
+  void close_on_error();
+  // Bytes of a flow (named by its source) that reached, or came from, the guest.
+  void count(int side, uint64_t n) {
+    if (side == kUp && !first_byte_seen_) note_first_byte();
+    bytes_[side] += n;
+    if (traffic_) (side == kGuest ? traffic_->from_guest : traffic_->to_guest).fetch_add(n, std::memory_order_relaxed);
+  }
+  // Dial stage timings (DialTarget::timings): each stage's end is observed when the
+  // dial leaves it.
+  void note_dial_stage();
+  void note_first_byte();
+  void watch_guest();
+  void on_guest_watch(int32_t res);
   void rearm_timer();
 
   ConnectionObserver& obs_;
@@ -224,6 +246,15 @@ class RelayConnection final : private uring::OpOwner,
   bool connect_timed_out_ = false;
   bool up_fin_ = false;  // TLS: the Egress's TCP stream ended (the session may hold more)
   bool move_failed_ = false;
+  bool guest_watch_ = false;      // the guest's recv tag is a poll for its reset while dialing
+  bool first_byte_seen_ = false;  // the Egress's first byte after the dial was timed
+  CloseReason close_reason_ = CloseReason::agent_closed;
+  int first_eof_ = -1;  // the side whose FIN came first
+  EgressDial::Stage stage_ = EgressDial::Stage::resolve;
+  uint64_t started_ns_ = 0;  // monotonic: start()
+  uint64_t stage_started_ns_ = 0;
+  uint64_t bytes_[2] = {0, 0};  // [kGuest]: from the guest; [kUp]: to the guest
+  TrafficCounters* traffic_ = nullptr;
 };
 
 }  // namespace kib::relay

@@ -44,13 +44,13 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
   }
   if (res < 0) {
     if (phase_ != Phase::relaying) return advance(dial_->on_io_error("recv", -res));
-    return close(true);
+    return close(true, side == kGuest ? CloseReason::guest_reset : CloseReason::upstream_reset);
   }
   last_activity_ = loop_.now_ms();
   if (res == 0) {
     if (phase_ != Phase::relaying) {
       if (side == kUp) return advance(dial_->on_closed());
-      return close(true);
+      return close(true, CloseReason::guest_reset);
     }
     return handle_eof(side);
   }
@@ -65,6 +65,7 @@ void RelayConnection::on_recv(int side, int32_t res, uint32_t flags) {
 
 // Bytes received from `side` while relaying, in provided buffer bid.
 void RelayConnection::take_in(int side, uint8_t* data, uint32_t len, int32_t bid, bool more) {
+  if (side == kGuest) count(kGuest, len);
   if (tls_) return tls_take_in(side, data, len, bid);
   Flow& f = flow_[side];
   f.bid = bid;
@@ -80,8 +81,9 @@ void RelayConnection::on_send(int to, int32_t res) {
   if (phase_ == Phase::closing) return;
   if (res < 0) {
     if (phase_ != Phase::relaying) return advance(dial_->on_io_error("send", -res));
-    return close(true);
+    return close(true, to == kGuest ? CloseReason::guest_reset : CloseReason::upstream_reset);
   }
+  if (to == kGuest) count(kUp, static_cast<uint64_t>(res));
   const int from = other(to);
   Flow& f = flow_[from];
   f.off += static_cast<uint32_t>(res);
@@ -120,7 +122,7 @@ void RelayConnection::pump(int from) {
 bool RelayConnection::refill(int from) {
   if (from == kGuest && dial_ && dial_->pending_out() > 0) {
     if (!take_pool_buffer(flow_[kGuest])) {
-      dial_failed("out of memory");
+      dial_failed(DialCause::local, "out of memory");
       return false;
     }
     flow_[kGuest].len = static_cast<uint32_t>(dial_->take_out(flow_[kGuest].pooled, loop_.pool().buffer_size()));
@@ -144,6 +146,7 @@ void RelayConnection::pass_fin(int to) {
 }
 
 void RelayConnection::handle_eof(int side) {
+  if (first_eof_ < 0) first_eof_ = side;
   if (tls_)
     tls_end(side);
   else
@@ -152,7 +155,8 @@ void RelayConnection::handle_eof(int side) {
 }
 
 void RelayConnection::maybe_finish() {
-  if (flow_[kGuest].shut && flow_[kUp].shut) close(false);
+  if (flow_[kGuest].shut && flow_[kUp].shut)
+    close(false, first_eof_ == kUp ? CloseReason::upstream_closed : CloseReason::guest_closed);
 }
 
 // Plaintext from the guest is sealed into the session, ciphertext from the Egress
@@ -164,7 +168,7 @@ void RelayConnection::tls_take_in(int side, const uint8_t* data, uint32_t len, i
   else
     ok = tls_->write(data, len) == TlsSession::Io::ok;
   loop_.give_back(static_cast<uint16_t>(bid));
-  if (!ok) return close(true);
+  if (!ok) return close(true, CloseReason::upstream_reset);
   pump(side);
 }
 
@@ -175,12 +179,12 @@ bool RelayConnection::tls_refill(int from) {
   const size_t cap = loop_.pool().buffer_size();
   if (from == kGuest) {
     if (tls_->pending_out() == 0) return true;
-    if (!take_pool_buffer(f)) return reset();
+    if (!take_pool_buffer(f)) return reset(CloseReason::relay_error);
     f.len = static_cast<uint32_t>(tls_->take_out(f.pooled, cap));
     return true;
   }
   if (f.eof) return true;
-  if (!take_pool_buffer(f)) return reset();
+  if (!take_pool_buffer(f)) return reset(CloseReason::relay_error);
   size_t n = 0;
   const TlsSession::Io io = tls_->read(f.pooled, cap, &n);
   pump(kGuest);  // reading may have queued protocol bytes (key update, alerts)
@@ -190,14 +194,14 @@ bool RelayConnection::tls_refill(int from) {
     case TlsSession::Io::closed: f.eof = true; return true;
     case TlsSession::Io::want_read:
       if (!up_fin_) return true;
-      return reset();  // the Egress's stream ended inside a record: the data was cut short
-    case TlsSession::Io::error: return reset();
+      return reset(CloseReason::upstream_reset);  // the Egress's stream ended inside a record: cut short
+    case TlsSession::Io::error: return reset(CloseReason::upstream_reset);
   }
   return true;
 }
 
-bool RelayConnection::reset() {
-  close(true);
+bool RelayConnection::reset(CloseReason why) {
+  close(true, why);
   return false;
 }
 

@@ -70,11 +70,12 @@ void RelayConnection::on_move_complete(unsigned tag, int32_t res, uint32_t flags
 }
 
 void RelayConnection::finish_move() {
-  if (move_failed_) return close(true);
+  // A connection that cannot travel is reset by the agent.
+  if (move_failed_) return close(true, CloseReason::agent_closed);
   if (up_.fd() < 0) {
     // A slot's socket: it needs a plain fd to travel. Asked once; none to be had:
     // the connection resets.
-    if (asked_plain_fd_) return close(true);
+    if (asked_plain_fd_) return close(true, CloseReason::agent_closed);
     asked_plain_fd_ = true;
     uring::prep_fixed_fd_install(start_op(kInstall), up_.slot());
     return;
@@ -91,7 +92,7 @@ void RelayConnection::finish_move() {
   if (drain_deadline_ != 0) m.drain_left_ms = drain_deadline_ > now ? drain_deadline_ - now : 1;
   obs_.on_moved(*this, std::move(m));
   phase_ = Phase::relaying;  // close() from here: the handles hold no socket any more
-  close(false);
+  close(false, CloseReason::handed_over);
 }
 
 MovedFlow RelayConnection::take_moved_flow(int side) {
@@ -118,12 +119,13 @@ void RelayConnection::resume(MovedRelay moved) {
   nonblocking_ = fl >= 0 && (fl & O_NONBLOCK) != 0 && (fcntl(guest_.fd(), F_GETFL) & O_NONBLOCK) != 0;
   // A pipe that cannot be taken up would lose its bytes: reset rather.
   if (!resume_flow(kGuest, std::move(moved.flow[kGuest])) || !resume_flow(kUp, std::move(moved.flow[kUp])))
-    return close(true);
+    return close(true, CloseReason::relay_error);
   if ((flow_[kGuest].pipe || flow_[kUp].pipe) && !nonblocking_) {
-    if (!set_nonblocking(guest_.fd()) || !set_nonblocking(up_.fd())) return close(true);
+    if (!set_nonblocking(guest_.fd()) || !set_nonblocking(up_.fd())) return close(true, CloseReason::relay_error);
     nonblocking_ = true;
   }
   phase_ = Phase::relaying;
+  first_byte_seen_ = true;  // timed by the process that dialed it
   last_activity_ = now > moved.idle_ms ? now - moved.idle_ms : 0;
   rearm_timer();
   obs_.on_established(*this);
@@ -139,6 +141,7 @@ bool RelayConnection::resume_flow(int side, MovedFlow&& m) {
   Flow& f = flow_[side];
   f.eof = m.eof;
   f.shut = m.shut;
+  if (m.eof && first_eof_ < 0) first_eof_ = side;
   if (!m.pending.empty()) {
     f.moved = std::make_unique<uint8_t[]>(m.pending.size());
     std::memcpy(f.moved.get(), m.pending.data(), m.pending.size());

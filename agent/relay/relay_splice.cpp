@@ -36,7 +36,10 @@ void RelayConnection::splice_flow(int side) {
   size_t moved = 0;
   int err = 0;
   SplicePipe::Step step = f.pipe->pump(fd(side), fd(other), kBudget, &moved, &err, coalescing());
-  if (moved > 0) last_activity_ = loop_.now_ms();
+  if (moved > 0) {
+    last_activity_ = loop_.now_ms();
+    count(side, moved);
+  }
   f.pipe->gather().gathered += moved;
   switch (step) {
     case SplicePipe::Step::src_empty:
@@ -50,7 +53,7 @@ void RelayConnection::splice_flow(int side) {
     case SplicePipe::Step::yielded: set_receive_lowat(side, 0); return arm_poll(side, recv_tag(side), POLLIN);
     case SplicePipe::Step::dst_full: f.out_poll = true; return arm_poll(other, send_tag(other), POLLOUT);
     case SplicePipe::Step::eof: return handle_eof(side);
-    case SplicePipe::Step::error: return close(true);
+    case SplicePipe::Step::error: return close_on_error();
   }
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/common/latency_histogram.h"
 #include "agent/common/result.h"
 #include "agent/relay/moved_relay.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -49,6 +50,24 @@ struct EgressMetrics {
   uint64_t draining_connections = 0;
   uint64_t dial_failures = 0;  // guest connections whose dial failed, refusals included
   uint64_t dial_refusals = 0;  // ... because every endpoint address was special-purpose
+  uint64_t opened = 0;
+  std::vector<std::pair<std::string, uint64_t>> closed;          // by reason, every reason
+  std::vector<std::pair<std::string, uint64_t>> dial_failed_by;  // by cause, every cause
+  uint64_t bytes_from_guest = 0;
+  uint64_t bytes_to_guest = 0;
+};
+
+// One Egress's dial stage latencies (every Workspace, every revision), while it exists.
+struct EgressTimingMetrics {
+  std::string egress_id;
+  // (stage, tls) -> histogram; stage: resolve, connect, tls_handshake, socks5, dial,
+  // first_byte; tls: "full" / "resumed" for tls_handshake, "" otherwise.
+  struct Stage {
+    std::string stage;
+    std::string tls;
+    LatencyHistogram::Snapshot histogram;
+  };
+  std::vector<Stage> stages;
 };
 
 // A Workspace's guest DNS, when its policy has resolvers.
@@ -132,6 +151,8 @@ class Runtime {
   virtual void adopt_connection(MovedConnection /*moved*/) {}
   // Every attached Workspace's counters (the metrics endpoint); none without a data plane.
   virtual std::vector<WorkspaceMetrics> metrics() const { return {}; }
+  // Every published Egress's dial latencies (the metrics endpoint).
+  virtual std::vector<EgressTimingMetrics> egress_timings() const { return {}; }
 };
 
 }  // namespace kib

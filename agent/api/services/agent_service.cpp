@@ -76,7 +76,7 @@ Result<ctrl::GetAgentResponse> AgentService::get(const ctrl::GetAgentRequest&) {
 
 Result<std::string> AgentService::metrics_text() {
   KIB_TRY_ASSIGN(auto t, totals());
-  return prometheus_text(t, env_.runtime.metrics());
+  return prometheus_text(t, env_.runtime.metrics(), env_.runtime.egress_timings());
 }
 
 void AgentService::register_methods(MethodRegistry& reg) {

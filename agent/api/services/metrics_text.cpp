@@ -42,6 +42,21 @@ class Writer {
     std::snprintf(buf, sizeof buf, "%.3f", value);
     out_ += std::string(name) + " " + buf + "\n";
   }
+  // A histogram's _bucket, _sum and _count samples (family(name, "histogram") first).
+  void histogram(const std::string& name, const std::string& labels, const LatencyHistogram::Snapshot& h) {
+    for (size_t i = 0; i < LatencyHistogram::kBuckets; ++i) {
+      char le[32];
+      if (i < LatencyHistogram::kBoundsUs.size())
+        std::snprintf(le, sizeof le, "%g", static_cast<double>(LatencyHistogram::kBoundsUs[i]) / 1e6);
+      else
+        std::snprintf(le, sizeof le, "+Inf");
+      sample((name + "_bucket").c_str(), labels + ",le=\"" + le + "\"", h.cumulative[i]);
+    }
+    char sum[64];
+    std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(h.sum_us) / 1e6);
+    out_ += name + "_sum{" + labels + "} " + sum + "\n";
+    sample((name + "_count").c_str(), labels, h.count());
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -66,6 +81,72 @@ void dns_family(Writer& out, const std::vector<WorkspaceMetrics>& ws, const char
   out.family(name, type, help);
   for (const auto& w : ws)
     if (w.dns) out.sample(name, ws_label(w), (*w.dns).*field);
+}
+
+// A family of (name, count) pairs per Workspace and Egress, under label `label`.
+void egress_pairs_family(Writer& out, const std::vector<WorkspaceMetrics>& ws, const char* name, const char* help,
+                         const char* label, std::vector<std::pair<std::string, uint64_t>> EgressMetrics::*field) {
+  out.family(name, "counter", help);
+  for (const auto& w : ws)
+    for (const auto& e : w.egresses)
+      for (const auto& [value, n] : e.*field)
+        out.sample(name, egress_labels(w, e) + "," + label + "=\"" + escaped(value) + "\"", n);
+}
+
+void accounting_families(Writer& out, const std::vector<WorkspaceMetrics>& ws) {
+  egress_family(out, ws, "kibotos_egress_connections_opened_total", "counter",
+                "Guest connections routed to the Egress (a dial started) or inherited from the previous agent "
+                "process, since this process attached the Workspace.",
+                &EgressMetrics::opened);
+  egress_pairs_family(out, ws, "kibotos_egress_connections_closed_total",
+                      "Guest connections through the Egress that ended, by reason (as ConnectionCounters.closed).",
+                      "reason", &EgressMetrics::closed);
+  egress_pairs_family(out, ws, "kibotos_egress_dial_failures_by_cause_total",
+                      "Failed dials through the Egress, by cause (as ConnectionCounters.dial_failures).", "cause",
+                      &EgressMetrics::dial_failed_by);
+  out.family("kibotos_egress_bytes_total", "counter",
+             "Application bytes of the Workspace's connections through the Egress (plaintext inside TLS), by "
+             "direction: from_guest (read from the guest), to_guest (written to it).");
+  for (const auto& w : ws)
+    for (const auto& e : w.egresses) {
+      out.sample("kibotos_egress_bytes_total", egress_labels(w, e) + ",direction=\"from_guest\"", e.bytes_from_guest);
+      out.sample("kibotos_egress_bytes_total", egress_labels(w, e) + ",direction=\"to_guest\"", e.bytes_to_guest);
+    }
+}
+
+struct StageFamily {
+  const char* stage;
+  const char* name;
+  const char* help;
+};
+constexpr StageFamily kStageFamilies[] = {
+    {"resolve", "kibotos_egress_resolve_duration_seconds",
+     "Resolving the Egress endpoint's host name, per dial that resolved it."},
+    {"connect", "kibotos_egress_connect_duration_seconds",
+     "The TCP connect to the Egress endpoint (every address tried), per dial that connected."},
+    {"tls_handshake", "kibotos_egress_tls_handshake_duration_seconds",
+     "The TLS handshake with the Egress, by session: full or resumed."},
+    {"socks5", "kibotos_egress_socks5_duration_seconds",
+     "The SOCKS5 exchange, from the greeting to the CONNECT reply."},
+    {"dial", "kibotos_egress_dial_duration_seconds",
+     "Whole successful dials, from the guest's connection to the relay's start."},
+    {"first_byte", "kibotos_egress_first_byte_seconds",
+     "From the guest's connection to the first byte the Egress sent it."},
+};
+
+// Per published Egress, every revision and Workspace together (bounded: one series set per Egress).
+void timing_families(Writer& out, std::vector<EgressTimingMetrics> timings) {
+  std::sort(timings.begin(), timings.end(), [](const auto& a, const auto& b) { return a.egress_id < b.egress_id; });
+  for (const StageFamily& f : kStageFamilies) {
+    out.family(f.name, "histogram", f.help);
+    for (const auto& t : timings)
+      for (const auto& st : t.stages) {
+        if (st.stage != f.stage) continue;
+        std::string labels = "egress_id=\"" + escaped(t.egress_id) + "\"";
+        if (!st.tls.empty()) labels += ",session=\"" + escaped(st.tls) + "\"";
+        out.histogram(f.name, labels, st.histogram);
+      }
+  }
 }
 
 // Only Workspaces whose policy has resolvers have these series.
@@ -93,7 +174,8 @@ void dns_families(Writer& out, const std::vector<WorkspaceMetrics>& ws) {
 
 }  // namespace
 
-std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetrics> ws) {
+std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetrics> ws,
+                            std::vector<EgressTimingMetrics> timings) {
   std::sort(ws.begin(), ws.end(), [](const auto& a, const auto& b) { return a.workspace_id < b.workspace_id; });
   for (auto& w : ws)
     std::sort(w.egresses.begin(), w.egresses.end(),
@@ -129,6 +211,8 @@ std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetr
     out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"over_limit\"", w.refused_over_limit);
     out.sample("kibotos_guest_connections_refused_total", ws_label(w) + ",reason=\"uncovered\"", w.refused_uncovered);
   }
+  accounting_families(out, ws);
+  timing_families(out, std::move(timings));
   dns_families(out, ws);
   return out.take();
 }

@@ -16,6 +16,7 @@ struct AgentTotals {
   double uptime_seconds = 0;
 };
 
-std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetrics> workspaces);
+std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetrics> workspaces,
+                            std::vector<EgressTimingMetrics> timings = {});
 
 }  // namespace kib::api

@@ -187,8 +187,13 @@ TEST_CASE("worker: a route to an Egress not published yet fails the dial") {
   auto g = w.connect();
   REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
   CHECK(g->reset());
-  CHECK(w.egress("eg-missing")->dial_failures == 1);
-  CHECK(w.egress("eg-missing")->error().find("not published") != std::string::npos);
+  auto es = w.egress("eg-missing");
+  CHECK(es->dial_failures == 1);
+  CHECK(es->dial_failed_by[static_cast<size_t>(kib::relay::DialCause::local)] == 1);
+  CHECK(es->opened == 1);
+  CHECK(es->closed[static_cast<size_t>(kib::relay::CloseReason::dial_failed)] == 1);
+  CHECK(es->last_failure().message.find("not published") != std::string::npos);
+  CHECK(es->last_failure().consecutive == 1);
 }
 
 TEST_CASE("worker: a failed dial is counted with its reason") {
@@ -202,8 +207,18 @@ TEST_CASE("worker: a failed dial is counted with its reason") {
   CHECK(g->reset());
   REQUIRE(wait_until([&] { return w.egress()->dial_failures == 1; }));
   CHECK(w.egress()->dial_refusals == 0);
-  CHECK(w.egress()->error() == "socks5: connection_refused");
+  CHECK(w.egress()->dial_failed_by[static_cast<size_t>(kib::relay::DialCause::socks5)] == 1);
+  const auto f = w.egress()->last_failure();
+  CHECK(f.message == "dial failed (socks5): socks5: connection_refused");
+  CHECK(f.consecutive == 1);
+  CHECK(f.at.time_since_epoch().count() > 0);
   REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+  CHECK(w.egress()->closed[static_cast<size_t>(kib::relay::CloseReason::dial_failed)] == 1);
+  // A dial that succeeds clears it (the counters keep the history).
+  w.egress()->record_success();
+  CHECK(w.egress()->last_failure().message.empty());
+  CHECK(w.egress()->last_failure().consecutive == 0);
+  CHECK(w.egress()->dial_failures == 1);
 }
 
 TEST_CASE("worker: a new Egress revision drains older connections until the deadline") {
@@ -224,11 +239,18 @@ TEST_CASE("worker: a new Egress revision drains older connections until the dead
   REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
   CHECK(g->reset());
   REQUIRE(wait_until([&] { return w.egress()->draining == 0 && w.stats->connections == 0; }));
+  CHECK(w.egress()->closed[static_cast<size_t>(kib::relay::CloseReason::drain_deadline)] == 1);
   // New connections take the new revision.
   auto g2 = w.connect();
   g2->send("c", true);
   REQUIRE(wait_until([&] { return g2->eof || g2->error != 0; }, {g2.get()}));
   CHECK(g2->in == "c");
+  REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+  // Counted across the revisions: both connections, every byte each way.
+  CHECK(w.egress()->opened == 2);
+  CHECK(w.egress()->closed[static_cast<size_t>(kib::relay::CloseReason::guest_closed)] == 1);
+  CHECK(w.egress()->traffic.from_guest == 3);
+  CHECK(w.egress()->traffic.to_guest == 3);
 }
 
 TEST_CASE("worker: delete_egress and stop close live connections") {
@@ -242,6 +264,7 @@ TEST_CASE("worker: delete_egress and stop close live connections") {
   REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
   CHECK(g->reset());
   REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
+  CHECK(w.egress()->closed[static_cast<size_t>(kib::relay::CloseReason::agent_closed)] == 1);
 
   w.publish(2);
   auto g2 = w.connect();

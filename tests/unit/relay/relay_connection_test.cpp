@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,9 @@ struct Observer final : ConnectionObserver {
   kib::policy::EndpointAddressPolicy policy{{kib::policy::Cidr::parse("127.0.0.0/8").value()}};
   int resolves = 0, established = 0, failed = 0, closed = 0, released = 0, out_of_resources = 0;
   std::string reason;
+  kib::relay::DialCause cause = kib::relay::DialCause::local;
   bool refused = false;
+  std::vector<kib::relay::CloseReason> close_reasons;
 
   void resolve(RelayConnection& c, const std::string& host) override {
     ++resolves;
@@ -48,16 +51,25 @@ struct Observer final : ConnectionObserver {
     loop.post([&c] { c.on_resolved(std::vector{kib::policy::IpAddress::parse("127.0.0.1").value()}); });
   }
   const kib::policy::EndpointAddressPolicy& address_policy() override { return policy; }
-  void on_established(RelayConnection&) override { ++established; }
-  void on_dial_failed(RelayConnection&, const std::string& r, bool ref) override {
+  std::set<RelayConnection*> relaying;
+  int abandoned = 0;  // the guest went away while its dial was under way
+  void on_established(RelayConnection& c) override {
+    ++established;
+    relaying.insert(&c);
+  }
+  void on_dial_failed(RelayConnection&, kib::relay::DialCause c, const std::string& r) override {
     ++failed;
     reason = r;
-    refused = ref;
+    cause = c;
+    refused = c == kib::relay::DialCause::refused;
   }
   void on_out_of_resources(int) override { ++out_of_resources; }
   void on_closed(RelayConnection& c) override {
     ++closed;
     CHECK(c.closing());
+    close_reasons.push_back(c.close_reason());
+    if (c.close_reason() == kib::relay::CloseReason::guest_reset && relaying.erase(&c) == 0) ++abandoned;
+    relaying.erase(&c);
   }
   void on_released(RelayConnection& c) override {
     ++released;
@@ -264,6 +276,8 @@ const std::vector<Case>& cases() {
     CHECK(g->reset());
     CHECK(w.obs.failed == 1);
     CHECK(w.obs.reason == "socks5: auth_failed");
+    CHECK(w.obs.cause == kib::relay::DialCause::socks5);
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::dial_failed});
     CHECK_FALSE(w.obs.refused);
     CHECK(w.obs.established == 0);
     CHECK(w.server.seen().auth_failures == 1);
@@ -290,6 +304,7 @@ const std::vector<Case>& cases() {
     CHECK(g->reset());
     CHECK(w.obs.failed == 1);
     CHECK(w.obs.refused);
+    CHECK(w.obs.cause == kib::relay::DialCause::refused);
     CHECK(w.obs.reason.find("refused endpoint address") != std::string::npos);
     CHECK(w.server.seen().connections == 0);
        }},
@@ -304,6 +319,7 @@ const std::vector<Case>& cases() {
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(g->reset());
     CHECK(w.obs.reason == "endpoint closed the connection during the handshake");
+    CHECK(w.obs.cause == kib::relay::DialCause::closed);
       }},
       {"50 connections at once on one loop, each gets its own bytes back", script(Then::echo),
        [](World& w) { many_echoes(w, 50, 3000); }},
@@ -320,6 +336,7 @@ const std::vector<Case>& cases() {
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(g->reset());
     CHECK(w.obs.reason == "endpoint recv: Connection reset by peer");
+    CHECK(w.obs.cause == kib::relay::DialCause::io_error);
       }},
       {"nothing listens at the Egress: connect refused", script(Then::echo),
        [](World& w) {
@@ -335,6 +352,7 @@ const std::vector<Case>& cases() {
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(g->reset());
     CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": Connection refused");
+    CHECK(w.obs.cause == kib::relay::DialCause::connect);
     CHECK_FALSE(w.obs.refused);
        }},
       {"the Egress never accepts (its accept queue is full): connect timeout (stepped)", script(Then::echo),
@@ -369,6 +387,36 @@ const std::vector<Case>& cases() {
     REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
     REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
     CHECK_FALSE(w.server.seen().peer_eof);  // a reset, not a FIN
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::guest_reset});
+       }},
+      {"RST from the guest while the dial waits for the server: closed at once, not when the dial ends",
+       [] {
+    Socks5Script s = script(Then::echo);
+    s.handshake = Handshake::stall;
+    return s;
+       }(),
+       [](World& w) {
+    auto g = w.connect();
+    REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_methods.empty(); }));
+    linger l{1, 0};
+    setsockopt(g->fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    g->fd.reset();
+    // No clock step: the handshake timeout is far off.
+    REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
+    CHECK(w.obs.failed == 0);
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::guest_reset});
+      }},
+      {"the guest half-closes while the dial waits: the request and its FIN reach the destination",
+       script(Then::reply_after_eof),
+       [](World& w) {
+    auto g = w.connect();
+    g->send("early request", true);  // before the dial ends, most likely
+    REQUIRE(w.drive(*g, [&] { return g->eof || g->error != 0; }));
+    CHECK(g->error == 0);
+    CHECK(g->in == "hello from upstream");
+    CHECK(w.server.seen().received == "early request");
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::guest_closed});
        }},
       {"TLS: 2 MiB echoed intact, by copy (never splice: TLS needs the bytes)",
        [] {
@@ -415,6 +463,7 @@ const std::vector<Case>& cases() {
     CHECK(w.server.seen().peer_eof);
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
     CHECK(w.obs.failed == 0);
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::guest_closed});
        }},
       {"half-close up -> guest: the guest sees EOF and can still send; both FINs close it", script(Then::send_and_shut),
        [](World& w) {
@@ -428,6 +477,7 @@ const std::vector<Case>& cases() {
     REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
     CHECK(w.server.seen().received == "late words");
     CHECK(w.server.seen().peer_eof);
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::upstream_closed});
        }},
       {"RST from the destination: the guest is reset", script(Then::rst_after_read),
        [](World& w) {
@@ -437,6 +487,7 @@ const std::vector<Case>& cases() {
     CHECK(g->reset());
     CHECK(w.obs.established == 1);
     CHECK(w.obs.failed == 0);
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::upstream_reset});
        }},
       {"idle timeout: nothing for idle_ms (stepped, not slept) resets both sides", script(Then::hold),
        [](World& w) {
@@ -452,6 +503,7 @@ const std::vector<Case>& cases() {
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(g->reset());
     REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::idle_timeout});
        }},
       {"activity restarts the idle timer", script(Then::hold),
        [](World& w) {
@@ -487,6 +539,7 @@ const std::vector<Case>& cases() {
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(g->reset());
     CHECK(w.obs.closed == 1);
+    CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::drain_deadline});
        }},
       {"drain with a deadline already past closes at once; abort resets", script(Then::echo),
        [](World& w) {
@@ -555,6 +608,7 @@ const std::vector<Case>& cases() {
     w.loop.step(400);
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(w.obs.reason == "handshake timed out");
+    CHECK(w.obs.cause == kib::relay::DialCause::timeout);
     CHECK(g->reset());
       }},
       {"take-over: moved out and resumed six times in bulk both ways (copied and spliced), every byte arrives "
@@ -636,7 +690,7 @@ TEST_CASE("relay connection: table of cases on a real ring, with and without dir
       CAPTURE(slots);
       CAPTURE(name);
       const int fds_before = kib::test::count_fds();
-      int released = 0, closed = 0, established = 0, failed = 0;
+      int released = 0, closed = 0, established = 0, failed = 0, abandoned = 0;
       {
         World w(slots, c.script, c.tls, c.buffers_posted);
         c.body(w);
@@ -644,10 +698,11 @@ TEST_CASE("relay connection: table of cases on a real ring, with and without dir
         closed = w.obs.closed;
         established = w.obs.established;
         failed = w.obs.failed;
+        abandoned = w.obs.abandoned;
         w.loop.settle(5);  // CQEs of nobody's (the bounded waits') come in
       }
       CHECK(released == closed);  // each connection closed once, released once
-      CHECK(established + failed == released);
+      CHECK(established + failed + abandoned == released);
       CHECK(kib::test::count_fds() == fds_before);
     }
   }

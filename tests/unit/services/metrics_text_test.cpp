@@ -15,8 +15,17 @@ std::vector<WorkspaceMetrics> two_workspaces() {
   b.workspace_id = "ws-b";
   b.refused_over_limit = 5;
   b.refused_uncovered = 6;
-  b.egresses.push_back(EgressMetrics{"eg-2", 11, 12, 13, 14});
-  b.egresses.push_back(EgressMetrics{"eg-1", 21, 22, 23, 24});
+  b.egresses.push_back(EgressMetrics{"eg-2",
+                                     11,
+                                     12,
+                                     13,
+                                     14,
+                                     15,
+                                     {{"guest_closed", 16}, {"dial_failed", 13}},
+                                     {{"connect", 9}, {"refused", 4}},
+                                     100,
+                                     200});
+  b.egresses.push_back(EgressMetrics{"eg-1", 21, 22, 23, 24, 25, {}, {}, 0, 0});
   WorkspaceMetrics a;
   a.workspace_id = "ws-a";
   return {b, a};
@@ -106,4 +115,43 @@ TEST_CASE("metrics: a label value's backslash, quote and line feed are escaped")
   const std::string text = prometheus_text(AgentTotals{}, {w});
   check_well_formed(text);
   CHECK(text.find("{workspace_id=\"a\\\\b\\\"c\\nd\",reason=\"uncovered\"} 0\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: accounting per Workspace and Egress: opened, closed by reason, dial failures by cause, bytes") {
+  const std::string text = prometheus_text(AgentTotals{}, two_workspaces());
+  check_well_formed(text);
+  const std::string l = "workspace_id=\"ws-b\",egress_id=\"eg-2\"";
+  CHECK(has_line(text, "kibotos_egress_connections_opened_total{" + l + "} 15"));
+  CHECK(has_line(text, "kibotos_egress_connections_closed_total{" + l + ",reason=\"guest_closed\"} 16"));
+  CHECK(has_line(text, "kibotos_egress_connections_closed_total{" + l + ",reason=\"dial_failed\"} 13"));
+  CHECK(has_line(text, "kibotos_egress_dial_failures_by_cause_total{" + l + ",cause=\"connect\"} 9"));
+  CHECK(has_line(text, "kibotos_egress_dial_failures_by_cause_total{" + l + ",cause=\"refused\"} 4"));
+  CHECK(has_line(text, "kibotos_egress_bytes_total{" + l + ",direction=\"from_guest\"} 100"));
+  CHECK(has_line(text, "kibotos_egress_bytes_total{" + l + ",direction=\"to_guest\"} 200"));
+  CHECK(text.find("# TYPE kibotos_egress_connections_closed_total counter\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: dial stage histograms per Egress: cumulative buckets in seconds, +Inf, sum and count") {
+  kib::LatencyHistogram h;
+  h.observe_us(50);        // <= 100 us
+  h.observe_us(300);       // <= 500 us
+  h.observe_us(20000000);  // beyond 10 s: +Inf only
+  EgressTimingMetrics t;
+  t.egress_id = "eg-1";
+  t.stages = {{"connect", "", h.snapshot()}, {"tls_handshake", "resumed", h.snapshot()}};
+  const std::string text = prometheus_text(AgentTotals{}, {}, {t});
+  check_well_formed(text);
+  const std::string n = "kibotos_egress_connect_duration_seconds";
+  CHECK(text.find("# TYPE " + n + " histogram\n") != std::string::npos);
+  CHECK(has_line(text, n + "_bucket{egress_id=\"eg-1\",le=\"0.0001\"} 1"));
+  CHECK(has_line(text, n + "_bucket{egress_id=\"eg-1\",le=\"0.00025\"} 1"));
+  CHECK(has_line(text, n + "_bucket{egress_id=\"eg-1\",le=\"0.0005\"} 2"));
+  CHECK(has_line(text, n + "_bucket{egress_id=\"eg-1\",le=\"10\"} 2"));
+  CHECK(has_line(text, n + "_bucket{egress_id=\"eg-1\",le=\"+Inf\"} 3"));
+  CHECK(has_line(text, n + "_sum{egress_id=\"eg-1\"} 20.000350"));
+  CHECK(has_line(text, n + "_count{egress_id=\"eg-1\"} 3"));
+  CHECK(
+      has_line(text, "kibotos_egress_tls_handshake_duration_seconds_count{egress_id=\"eg-1\",session=\"resumed\"} 3"));
+  // A stage an Egress has no snapshot for has no series (the family is still declared).
+  CHECK(text.find("kibotos_egress_socks5_duration_seconds_count{") == std::string::npos);
 }
