@@ -13,8 +13,8 @@ namespace kib {
 class LatencyHistogram {
  public:
   // Upper bounds (µs, inclusive) of the finite buckets; Prometheus' le labels.
-  static constexpr std::array<uint64_t, 16> kBoundsUs = {100,    250,    500,     1000,    2500,    5000,
-                                                         10000,  25000,  50000,   100000,  250000,  500000,
+  static constexpr std::array<uint64_t, 16> kBoundsUs = {100,     250,     500,     1000,    2500,   5000,
+                                                         10000,   25000,   50000,   100000,  250000, 500000,
                                                          1000000, 2500000, 5000000, 10000000};
   static constexpr size_t kBuckets = kBoundsUs.size() + 1;  // + the +Inf bucket
 

@@ -60,6 +60,13 @@ std::string mode_text(v1::NetworkMode m) {
   return n.rfind(prefix, 0) == 0 ? n.substr(prefix.size()) : n;
 }
 
+// The newest failure with its time (UTC) and how many came since the last success.
+std::string error_text(const v1::EgressStatus& s) {
+  if (s.last_error().empty()) return "";
+  return google::protobuf::util::TimeUtil::ToString(s.last_error_time()) + " " + s.last_error() + " (" +
+         std::to_string(s.consecutive_failures()) + " since the last success)";
+}
+
 const std::vector<Column>* view_for(const Descriptor* d) {
   using std::to_string;
   static const std::map<const Descriptor*, std::vector<Column>> views = {
@@ -88,7 +95,7 @@ const std::vector<Column>* view_for(const Descriptor* d) {
         col<v1::Workspace>("NETNS", [](const auto& w) { return w.netns(); }),
         col<v1::Workspace>("MODE", [](const auto& w) { return mode_text(w.network_policy().mode()); }),
         col<v1::Workspace>("POLICY REV", [](const auto& w) { return to_string(w.network_policy().revision()); }),
-        col<v1::Workspace>("APPLIED REV",
+        col<v1::Workspace>("APPLIED POLICY REV",
                            [](const auto& w) { return to_string(w.network_policy_status().applied_revision()); }),
         col<v1::Workspace>("STATUS",
                            [](const auto& w) {
@@ -98,10 +105,13 @@ const std::vector<Column>* view_for(const Descriptor* d) {
         col<v1::Workspace>("LABELS", [](const auto& w) { return labels_text(w.labels()); })}},
       {v1::EgressStatus::descriptor(),
        {col<v1::EgressStatus>("EGRESS ID", [](const auto& s) { return s.egress_id(); }),
-        col<v1::EgressStatus>("APPLIED REV", [](const auto& s) { return to_string(s.applied_revision()); }),
+        col<v1::EgressStatus>("EGRESS REV", [](const auto& s) { return to_string(s.applied_revision()); }),
         col<v1::EgressStatus>("ACTIVE", [](const auto& s) { return to_string(s.active_connections()); }),
         col<v1::EgressStatus>("DRAINING", [](const auto& s) { return to_string(s.draining_connections()); }),
-        col<v1::EgressStatus>("LAST ERROR", [](const auto& s) { return s.last_error(); })}},
+        col<v1::EgressStatus>("OPENED", [](const auto& s) { return to_string(s.connections().opened()); }),
+        col<v1::EgressStatus>("FROM GUEST", [](const auto& s) { return to_string(s.connections().bytes_from_guest()); }),
+        col<v1::EgressStatus>("TO GUEST", [](const auto& s) { return to_string(s.connections().bytes_to_guest()); }),
+        col<v1::EgressStatus>("LAST ERROR", [](const auto& s) { return error_text(s); })}},
       {v1::DnsResolverStatus::descriptor(),
        {col<v1::DnsResolverStatus>("RESOLVER", [](const auto& s) { return s.address(); }),
         col<v1::DnsResolverStatus>("TRANSPORT", [](const auto& s) { return s.transport(); }),
@@ -170,6 +180,20 @@ std::string map_line(const Message& m, const FieldDescriptor* f) {
   return f->name() + ": " + out + "\n";
 }
 
+// Each "name: value" line of text as "prefixNAME: value" (a nested message's fields).
+std::string prefixed(const std::string& prefix, const std::string& text) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    end = end == std::string::npos ? text.size() : end + 1;
+    const std::string line = text.substr(at, end - at);
+    out += (line.find(": ") != std::string::npos ? prefix : "") + line;
+    at = end;
+  }
+  return out;
+}
+
 // A message without a view of its own: its set scalars as "name: value" lines, maps
 // as one line each, and its messages that have views as tables, in field order.
 std::string render_fields(const Message& m) {
@@ -187,14 +211,16 @@ std::string render_fields(const Message& m) {
         for (int j = 0; j < r->FieldSize(m, f); ++j) rows.push_back(&r->GetRepeatedMessage(m, f, j));
       } else if (r->HasField(m, f)) {
         if (!view) {
-          out += render_fields(r->GetMessage(m, f));
+          out += prefixed(f->name() + ".", render_fields(r->GetMessage(m, f)));
           continue;
         }
         rows.push_back(&r->GetMessage(m, f));
       }
       if (view && (f->is_repeated() || !rows.empty())) out += render_rows(*view, rows);
     } else if (!f->is_repeated() && r->HasField(m, f)) {
-      out += f->name() + ": " + scalar_text(m, f) + "\n";
+      // Beside the Egresses' own applied revisions, say whose this one is.
+      const bool policy_rev = f == v1::NetworkPolicyStatus::descriptor()->FindFieldByName("applied_revision");
+      out += (policy_rev ? "applied_policy_revision" : f->name()) + ": " + scalar_text(m, f) + "\n";
     }
   }
   return out;

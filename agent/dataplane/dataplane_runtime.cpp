@@ -246,13 +246,17 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
     listeners = std::move(l.value());
     std::string named;
     for (unsigned i : loops) named += (named.empty() ? "" : ", ") + std::to_string(i);
-    spdlog::debug("workspace {}: its connections are accepted on loop {}", workspace_id, named);
+    spdlog::info("workspace {}: {} {} with policy revision {} ({} routes, {} resolvers); accepting on loop {}",
+                 workspace_id, restoring_.load() ? "re-attached at start to" : "attached to", netns, policy.revision(),
+                 policy.egresses_size(), policy.resolvers_size(), named);
   } else {
     auto l = attacher_.update(workspace_id, policy);
     std::lock_guard lk(mu_);
     workspaces_[workspace_id].error = l.ok() ? std::string() : l.error().message;
     if (!l.ok()) return std::move(l).error();
     listeners = std::move(l.value());
+    spdlog::info("workspace {}: policy revision {} applied ({} routes, {} resolvers; drain {} s)", workspace_id,
+                 policy.revision(), policy.egresses_size(), policy.resolvers_size(), drain_seconds);
   }
   {
     std::lock_guard lk(mu_);
@@ -286,10 +290,14 @@ Status DataplaneRuntime::workspace_applied(const std::string& workspace_id, cons
 }
 
 void DataplaneRuntime::workspaces_restoring(const std::vector<Restoring>& all) {
+  restoring_ = true;
   attacher_.prepare(all, workspace_loops_);
 }
 
-void DataplaneRuntime::workspaces_restored() { attacher_.end_prepared(); }
+void DataplaneRuntime::workspaces_restored() {
+  restoring_ = false;
+  attacher_.end_prepared();
+}
 
 void DataplaneRuntime::forget_workspace(const std::string& workspace_id, bool remove_rules) {
   {
@@ -303,6 +311,8 @@ void DataplaneRuntime::forget_workspace(const std::string& workspace_id, bool re
     attacher_.detach(workspace_id);
   else
     attacher_.release(workspace_id);
+  spdlog::info("workspace {}: {}; its connections close", workspace_id,
+               remove_rules ? "detached (its rules removed)" : "let go (its rules stay, dropping covered traffic)");
   for (auto& w : workers_) w->remove_workspace(workspace_id);
   if (dns_) dns_->remove_workspace(workspace_id);
 }

@@ -363,7 +363,7 @@ void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
     es.dial_failures.fetch_add(1, std::memory_order_relaxed);
     es.dial_failed_by[static_cast<size_t>(relay::DialCause::local)].fetch_add(1, std::memory_order_relaxed);
     record_failure(ws, egress_id, es, static_cast<size_t>(relay::DialCause::local),
-                   "dial failed (local): the Egress is not published to the data plane");
+                   "dial failed: the Egress is not published to the data plane");
     return reset_and_close(std::move(fd));
   }
   add_connection(ws, std::move(fd), eit->second, false)->start(dst);
@@ -403,7 +403,7 @@ void Worker::on_dial_failed(relay::RelayConnection& c, relay::DialCause cause, c
   if (cause == relay::DialCause::refused) es.dial_refusals.fetch_add(1, std::memory_order_relaxed);
   es.dial_failed_by[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
   record_failure(ws, egress_id, es, static_cast<size_t>(cause),
-                 "dial failed (" + std::string(relay::dial_cause_name(cause)) + "): " + reason);
+                 "dial failed: " + reason);
 }
 
 void Worker::record_failure(LoopWorkspace& ws, const std::string& egress_id, EgressStats& es, size_t budget,

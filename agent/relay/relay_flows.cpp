@@ -191,7 +191,10 @@ bool RelayConnection::tls_refill(int from) {
   if (phase_ == Phase::closing) return false;
   switch (io) {
     case TlsSession::Io::ok: f.len = static_cast<uint32_t>(n); return true;
-    case TlsSession::Io::closed: f.eof = true; return true;
+    case TlsSession::Io::closed:  // close_notify: the Egress's end, with or without its FIN
+      f.eof = true;
+      if (first_eof_ < 0) first_eof_ = kUp;
+      return true;
     case TlsSession::Io::want_read:
       if (!up_fin_) return true;
       return reset(CloseReason::upstream_reset);  // the Egress's stream ended inside a record: cut short

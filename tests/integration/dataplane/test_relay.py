@@ -127,7 +127,7 @@ def test_socks_refusal_resets_the_guest_with_its_reason(through_dante):
     ok, line = dp.guest(lab, ws, "expect-reset", dst, PORT + 1)  # closed port in inet
     assert ok, line
     err = h.egress_status("w0", "e1")["last_error"]
-    assert err.startswith("socks5: "), err
+    assert err.startswith("dial failed: socks5: "), err
 
 
 def test_half_close_client_shuts_writes_and_still_reads_the_reply(through_dante):

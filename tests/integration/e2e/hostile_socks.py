@@ -12,6 +12,8 @@ Behaviours (the agent's dials send the greeting alone, then wait for each reply)
   wrong-version  answers the greeting as version 4
   unoffered    picks method 2 (username/password), which the agent did not offer
   rst          answers the greeting, reads the CONNECT, then resets (SO_LINGER 0)
+  rst-after-reply  correct replies, reads the client's first line, then resets: a
+               failure after the dial
   never        reads the greeting and never answers
   flood        right after accept, sends a greeting reply and then up to 100 MB nobody
                asked for (logs "flood sent N" to --log when the peer gives up)
@@ -98,6 +100,13 @@ def relay_line(conn):
             break
         got += chunk
     conn.sendall(b"HOSTILE ok\n")
+    if isinstance(conn, ssl.SSLSocket):
+        # A correct TLS server ends with close_notify (without it the agent sees the
+        # stream cut short): it comes back once the agent's own close_notify arrives.
+        try:
+            conn = conn.unwrap()
+        except (OSError, ValueError):
+            return
     conn.shutdown(socket.SHUT_WR)
     conn.settimeout(5)
     try:
@@ -144,6 +153,16 @@ def serve(conn, behaviour, tls_ctx):
                 log(f"tls refused {type(e).__name__}")
                 return
             return correct_socks(conn)
+        if behaviour == "rst-after-reply":
+            if read_greeting(conn):
+                return
+            conn.sendall(bytes([5, 0]))
+            read_connect(conn)
+            conn.sendall(OK_REPLY)
+            conn.settimeout(10)
+            conn.recv(4096)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close() resets
+            return
         if behaviour == "slow":
             return correct_socks(conn, 0.08)
         if behaviour == "trickle":

@@ -213,7 +213,10 @@ def setting(tmp_path_factory):
 
 
 def last_error(s, behaviour):
-    return e2e.field(e2e.egress_status(e2e.policy_status(s.agent, s.wid), s.egress[behaviour]), "last_error", "")
+    """The Egress's last_error without its "dial failed: " (every failure here is a dial's)."""
+    err = e2e.field(e2e.egress_status(e2e.policy_status(s.agent, s.wid), s.egress[behaviour]), "last_error", "")
+    assert err == "" or err.startswith("dial failed: "), err
+    return err.removeprefix("dial failed: ")
 
 
 def dial_failures(s, behaviour):

@@ -81,14 +81,29 @@ TEST_CASE("workspace status selects network_policy_status and renders its entrie
   st->set_error("namespace gone");
   auto* e = st->add_egresses();
   e->set_egress_id("eg-1");
+  e->set_applied_revision(9);
   e->set_active_connections(12);
+  e->set_last_error("dial failed: connect 192.0.2.1:1080: Connection refused");
+  e->mutable_last_error_time()->set_seconds(1796605323);  // 2026-12-07T01:02:03Z
+  e->set_consecutive_failures(3);
+  e->mutable_connections()->set_bytes_to_guest(777);
+  st->mutable_connections()->set_opened(15);
+  (*st->mutable_connections()->mutable_closed())["guest_closed"] = 14;
   const auto* shown = select_output(r, "workspace.network_policy_status");
   REQUIRE(shown != nullptr);
   const std::string t = to_table(*shown);
-  CHECK(t.find("applied_revision: 4\n") == 0);
+  // One "applied revision" each, under names that say whose.
+  CHECK(t.find("applied_policy_revision: 4\n") == 0);
+  CHECK(t.find("APPLIED REV") == std::string::npos);
+  CHECK(t.find("EGRESS REV") != std::string::npos);
   CHECK(t.find("EGRESS ID") != std::string::npos);
   CHECK(t.find("eg-1") != std::string::npos);
+  CHECK(t.find("777") != std::string::npos);
+  CHECK(t.find("2026-12-07T01:02:03Z dial failed: connect 192.0.2.1:1080: Connection refused (3 since the "
+               "last success)") != std::string::npos);
   CHECK(t.find("error: namespace gone\n") != std::string::npos);
+  CHECK(t.find("connections.opened: 15\n") != std::string::npos);
+  CHECK(t.find("connections.closed: guest_closed=14\n") != std::string::npos);
   v1::GetWorkspaceResponse none;
   CHECK(select_output(none, "workspace.network_policy_status") == nullptr);
 }

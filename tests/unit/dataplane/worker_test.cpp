@@ -209,7 +209,7 @@ TEST_CASE("worker: a failed dial is counted with its reason") {
   CHECK(w.egress()->dial_refusals == 0);
   CHECK(w.egress()->dial_failed_by[static_cast<size_t>(kib::relay::DialCause::socks5)] == 1);
   const auto f = w.egress()->last_failure();
-  CHECK(f.message == "dial failed (socks5): socks5: connection_refused");
+  CHECK(f.message == "dial failed: socks5: connection_refused");
   CHECK(f.consecutive == 1);
   CHECK(f.at.time_since_epoch().count() > 0);
   REQUIRE(wait_until([&] { return w.stats->connections == 0; }));
