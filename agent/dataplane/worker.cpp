@@ -402,8 +402,7 @@ void Worker::on_dial_failed(relay::RelayConnection& c, relay::DialCause cause, c
   es.dial_failures.fetch_add(1, std::memory_order_relaxed);
   if (cause == relay::DialCause::refused) es.dial_refusals.fetch_add(1, std::memory_order_relaxed);
   es.dial_failed_by[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
-  record_failure(ws, egress_id, es, static_cast<size_t>(cause),
-                 "dial failed: " + reason);
+  record_failure(ws, egress_id, es, static_cast<size_t>(cause), "dial failed: " + reason);
 }
 
 void Worker::record_failure(LoopWorkspace& ws, const std::string& egress_id, EgressStats& es, size_t budget,
