@@ -54,6 +54,18 @@ struct AbsolutePath : Text {
   }
 };
 
+struct AccessLogTarget : Text {
+  Status parse(const std::string& s, std::string& out) const {
+    if (s == "journal") {
+      out = s;
+      return {};
+    }
+    if (s.empty() || s.front() != '/') return Error{Code::invalid_argument, "expected an absolute path or \"journal\""};
+    out = s;
+    return {};
+  }
+};
+
 struct UnixSocketPath : Text {
   Status parse(const std::string& s, std::string& out) const {
     KIB_TRY(AbsolutePath{}.parse(s, out));
@@ -243,6 +255,7 @@ const std::vector<Key>& keys() {
   using D = DataplaneConfig;
   using N = DnsConfig;
   using R = RestartConfig;
+  using L = AccessLogConfig;
   static const std::vector<Key> table = {
       key<&Config::api, &A::unix_socket>("api.unix_socket", UnixSocketPath{}),
       key<&Config::api, &A::unix_socket_mode>("api.unix_socket_mode", OctalMode{}),
@@ -258,6 +271,9 @@ const std::vector<Key>& keys() {
       key<&Config::state_dir>("state_dir", AbsolutePath{}),
       key<&Config::log_level>("log.level", OneOf{{"trace", "debug", "info", "warn", "error", "critical", "off"}}),
       key<&Config::log_format>("log.format", OneOf{{"text", "json"}}),
+      key<&Config::access_log, &L::path>("log.access.path", AccessLogTarget{}),
+      key<&Config::access_log, &L::format>("log.access.format", OneOf{{"json"}}),
+      key<&Config::access_log, &L::max_lines_per_second>("log.access.max_lines_per_second", UintIn{1, 1000000}),
       key<&Config::commands_retention>("commands.retention", Seconds{}),
       key<&Config::egress, &E::allowed_special_purpose_cidrs>("egress.allowed_special_purpose_cidrs",
                                                               StringList{check_cidr}),

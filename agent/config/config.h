@@ -90,11 +90,19 @@ struct RestartConfig {
   std::chrono::seconds drain_timeout{3600};
 };
 
+// log.access: one JSON line per relayed guest connection when it ends (off: no path).
+struct AccessLogConfig {
+  std::string path;  // an absolute file path, or "journal" (the agent's stderr)
+  std::string format = "json";
+  uint32_t max_lines_per_second = 1000;  // beyond: dropped and counted
+};
+
 struct Config {
   ApiConfig api;
   std::string state_dir = "/var/lib/kibotos";
   std::string log_level = "info";   // trace|debug|info|warn|error|off
   std::string log_format = "text";  // text|json
+  AccessLogConfig access_log;
   std::chrono::seconds commands_retention{24 * 3600};
   EgressConfig egress;
   DataplaneConfig dataplane;

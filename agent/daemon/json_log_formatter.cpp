@@ -5,33 +5,12 @@
 #include <chrono>
 #include <ctime>
 
+#include "agent/common/json_string.h"
+
 namespace kib::daemon {
 namespace {
 
 void append(spdlog::memory_buf_t& dest, std::string_view s) { dest.append(s.data(), s.data() + s.size()); }
-
-// JSON string escaping (RFC 8259 section 7): quotes, backslash and control bytes.
-void append_json_string(spdlog::memory_buf_t& dest, std::string_view s) {
-  append(dest, "\"");
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': append(dest, "\\\""); break;
-      case '\\': append(dest, "\\\\"); break;
-      case '\n': append(dest, "\\n"); break;
-      case '\r': append(dest, "\\r"); break;
-      case '\t': append(dest, "\\t"); break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          append(dest, buf);
-        } else {
-          dest.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  append(dest, "\"");
-}
 
 }  // namespace
 
@@ -49,9 +28,9 @@ void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memor
   append(dest, ts);
   append(dest, "\",\"level\":");
   const auto level = spdlog::level::to_string_view(msg.level);
-  append_json_string(dest, std::string_view(level.data(), level.size()));
+  kib::append_json_string(dest, std::string_view(level.data(), level.size()));
   append(dest, ",\"msg\":");
-  append_json_string(dest, std::string_view(msg.payload.data(), msg.payload.size()));
+  kib::append_json_string(dest, std::string_view(msg.payload.data(), msg.payload.size()));
   append(dest, "}\n");
 }
 

@@ -102,6 +102,11 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   raise_nofile_limit();
   std::unique_ptr<DataplaneRuntime> rt(new DataplaneRuntime(config, attacher, std::move(addr)));
   rt->worker_opts_.loop.file_slots = direct_slots_per_loop(config);
+  if (!config.access_log.path.empty()) {
+    KIB_TRY_ASSIGN(rt->access_log_, AccessLog::open(config.access_log.path, config.access_log.max_lines_per_second));
+    rt->worker_opts_.access_log = rt->access_log_.get();
+    spdlog::info("access log: one line per guest connection to {}", config.access_log.path);
+  }
   unsigned n =
       config.dataplane.threads != 0 ? config.dataplane.threads : std::max(1u, std::thread::hardware_concurrency());
   dns::DnsServiceOptions dopts;
@@ -477,6 +482,10 @@ void DataplaneRuntime::adopt_connection(MovedConnection moved) {
 RuntimeCounts DataplaneRuntime::counts() const {
   RuntimeCounts c;
   c.inherited_connections = inherited_connections_.load(std::memory_order_relaxed);
+  if (access_log_) {
+    c.access_log_lines = access_log_->written();
+    c.access_log_dropped = access_log_->dropped();
+  }
   std::lock_guard lk(mu_);
   c.active_connections = non_negative(total_connections_);
   uint64_t draining = 0;

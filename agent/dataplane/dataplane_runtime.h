@@ -78,8 +78,9 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   std::atomic<int64_t> total_connections_{0};
   std::atomic<uint64_t> inherited_connections_{0};
   std::atomic<unsigned> next_adopting_{0};
-  std::atomic<bool> restoring_{false};  // between workspaces_restoring and workspaces_restored  // spreads adopted
-                                        // connections over a Workspace's loops
+  std::unique_ptr<AccessLog> access_log_;  // before workers_: they write to it until they stop
+  std::atomic<bool> restoring_{false};     // between workspaces_restoring and workspaces_restored  // spreads adopted
+                                           // connections over a Workspace's loops
   WorkerOptions worker_opts_;
   std::vector<std::unique_ptr<Worker>> workers_;
   // The guests' DNS (its own loop thread), told everything the workers are.

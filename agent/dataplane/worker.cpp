@@ -291,7 +291,13 @@ void Worker::adopt_on_loop(const std::string& workspace_id, relay::MovedRelay mo
   if (opts_.inherited_connections) opts_.inherited_connections->fetch_add(1, std::memory_order_relaxed);
   UniqueFd guest = std::move(moved.guest);
   const bool draining = moved.drain_left_ms != 0;
-  add_connection(*it->second, std::move(guest), eit->second, draining)->resume(std::move(moved));
+  relay::RelayConnection* c = add_connection(*it->second, std::move(guest), eit->second, draining);
+  if (opts_.access_log != nullptr) {
+    auto peer = std::make_unique<relay::SocketAddress>();
+    socklen_t plen = sizeof *peer;
+    if (getpeername(c->guest_fd(), &peer->sa, &plen) == 0) c->guest_peer = std::move(peer);
+  }
+  c->resume(std::move(moved));
 }
 
 relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest, const relay::DialTargetPtr& target,
@@ -366,7 +372,13 @@ void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
                    "dial failed: the Egress is not published to the data plane");
     return reset_and_close(std::move(fd));
   }
-  add_connection(ws, std::move(fd), eit->second, false)->start(dst);
+  relay::RelayConnection* c = add_connection(ws, std::move(fd), eit->second, false);
+  if (opts_.access_log != nullptr) {
+    auto peer = std::make_unique<relay::SocketAddress>();
+    socklen_t plen = sizeof *peer;
+    if (getpeername(c->guest_fd(), &peer->sa, &plen) == 0) c->guest_peer = std::move(peer);
+  }
+  c->start(dst);
 }
 
 void Worker::drain(relay::RelayConnection& c, uint32_t drain_seconds) {
@@ -403,6 +415,11 @@ void Worker::on_dial_failed(relay::RelayConnection& c, relay::DialCause cause, c
   if (cause == relay::DialCause::refused) es.dial_refusals.fetch_add(1, std::memory_order_relaxed);
   es.dial_failed_by[static_cast<size_t>(cause)].fetch_add(1, std::memory_order_relaxed);
   record_failure(ws, egress_id, es, static_cast<size_t>(cause), "dial failed: " + reason);
+  if (opts_.access_log != nullptr) {
+    failed_dial_ = &c;
+    failed_cause_ = cause;
+    failed_reason_ = reason;
+  }
 }
 
 void Worker::record_failure(LoopWorkspace& ws, const std::string& egress_id, EgressStats& es, size_t budget,
@@ -438,6 +455,29 @@ void Worker::on_closed(relay::RelayConnection& c) {
                    "an established connection was reset by the Egress or its TLS stream broke");
   ws.plan->stats->connections.fetch_sub(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_sub(1, std::memory_order_relaxed);
+  if (opts_.access_log != nullptr) log_access(ws, c);
+}
+
+void Worker::log_access(const LoopWorkspace& ws, const relay::RelayConnection& c) {
+  const bool failed = failed_dial_ == &c;
+  failed_dial_ = nullptr;
+  AccessRecord r;
+  r.closed_at = std::chrono::system_clock::now();
+  r.workspace_id = ws.plan->id;
+  r.egress_id = c.target().egress_id();
+  r.egress_revision = c.target().revision_number();
+  if (c.guest_peer) r.guest = relay::to_string(*c.guest_peer);
+  r.destination = relay::to_string(c.original_dst());
+  const uint64_t now = loop_->now_ms();
+  r.duration_ms = now > c.opened_ms() ? now - c.opened_ms() : 0;
+  r.bytes_from_guest = c.bytes_from_guest();
+  r.bytes_to_guest = c.bytes_to_guest();
+  r.reason = c.close_reason();
+  if (failed) {
+    r.dial_cause = relay::dial_cause_name(failed_cause_);
+    r.error = failed_reason_;
+  }
+  opts_.access_log->write(access_log_line(r));
 }
 
 void Worker::on_released(relay::RelayConnection& c) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/common/unique_fd.h"
+#include "agent/dataplane/access_log.h"
 #include "agent/dataplane/dataplane_stats.h"
 #include "agent/dataplane/loop_resolver.h"
 #include "agent/policy/route_matcher.h"
@@ -50,6 +51,7 @@ struct WorkerOptions {
   const policy::EndpointAddressPolicy* address_policy = nullptr;
   policy::ResolverOptions resolver;
   size_t max_pending_lookups = 4096;  // per loop
+  AccessLog* access_log = nullptr;    // null: off
 };
 
 class Worker final : private relay::ConnectionObserver {
@@ -107,6 +109,7 @@ class Worker final : private relay::ConnectionObserver {
   void record_failure(LoopWorkspace& ws, const std::string& egress_id, EgressStats& es, size_t budget,
                       const std::string& what);
   void retire(std::unique_ptr<LoopWorkspace> ws);
+  void log_access(const LoopWorkspace& ws, const relay::RelayConnection& c);
 
   const unsigned index_;
   WorkerHost& host_;
@@ -122,6 +125,11 @@ class Worker final : private relay::ConnectionObserver {
   MovedSink move_sink_;
   std::function<void()> move_done_;
   size_t moving_ = 0;
+  // The dial failure on_dial_failed just reported: its connection's close follows at
+  // once (on_closed), which the access log line tells it with.
+  const relay::RelayConnection* failed_dial_ = nullptr;
+  relay::DialCause failed_cause_ = relay::DialCause::local;
+  std::string failed_reason_;
 };
 
 }  // namespace kib::dataplane

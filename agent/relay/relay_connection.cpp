@@ -42,7 +42,8 @@ RelayConnection::RelayConnection(uring::Loop& loop, ConnectionObserver& obs, con
       timeouts_(timeouts),
       target_(std::move(target)),
       timer_(this),
-      guest_(std::move(guest_fd)) {}
+      guest_(std::move(guest_fd)),
+      opened_ms_(loop.now_ms()) {}
 
 SocketAddress RelayConnection::original_dst() const {
   // TPROXY keeps the guest's original destination as the accepted socket's address.

@@ -115,7 +115,12 @@ class RelayConnection final : private uring::OpOwner,
   CloseReason close_reason() const { return close_reason_; }
   uint64_t bytes_from_guest() const { return bytes_[kGuest]; }
   uint64_t bytes_to_guest() const { return bytes_[kUp]; }
+  // The loop's clock (ms) when this process took it (accepted, or adopted).
+  uint64_t opened_ms() const { return opened_ms_; }
+  // The guest's address, kept by the owner when something (the access log) reports it.
+  std::unique_ptr<SocketAddress> guest_peer;
   SocketAddress original_dst() const;
+  int guest_fd() const { return guest_.fd(); }
 
   // The owner's context (its list is uring::IntrusiveList<RelayConnection, OwnerListTag>).
   void* owner_context = nullptr;
@@ -254,6 +259,7 @@ class RelayConnection final : private uring::OpOwner,
   uint64_t started_ns_ = 0;  // monotonic: start()
   uint64_t stage_started_ns_ = 0;
   uint64_t bytes_[2] = {0, 0};  // [kGuest]: from the guest; [kUp]: to the guest
+  uint64_t opened_ms_ = 0;
   TrafficCounters* traffic_ = nullptr;
 };
 

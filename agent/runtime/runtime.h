@@ -34,6 +34,8 @@ struct RuntimeCounts {
   uint64_t active_connections = 0;
   uint64_t draining_connections = 0;
   uint64_t inherited_connections = 0;  // taken over from the previous agent process
+  uint64_t access_log_lines = 0;       // written to the access log (log.access)
+  uint64_t access_log_dropped = 0;     // ... dropped: over the rate, the writer behind, a failed write
 };
 
 // A relayed connection handed from one agent process to the next (take-over).

@@ -190,6 +190,12 @@ std::string prometheus_text(const AgentTotals& totals, std::vector<WorkspaceMetr
   out.family("kibotos_connections", "gauge", "Relayed guest connections now, by state.");
   out.sample("kibotos_connections", "state=\"active\"", totals.connections.active_connections);
   out.sample("kibotos_connections", "state=\"draining\"", totals.connections.draining_connections);
+  out.family("kibotos_access_log_lines_total", "counter", "Lines written to the access log (log.access).");
+  out.sample("kibotos_access_log_lines_total", "", totals.connections.access_log_lines);
+  out.family("kibotos_access_log_dropped_total", "counter",
+             "Access log lines dropped: over log.access.max_lines_per_second, the writer behind, or a failed "
+             "write.");
+  out.sample("kibotos_access_log_dropped_total", "", totals.connections.access_log_dropped);
   egress_family(out, ws, "kibotos_egress_active_connections", "gauge",
                 "Relayed connections of a Workspace through an Egress on its applied revision.",
                 &EgressMetrics::active_connections);

@@ -169,7 +169,7 @@ def start_hostile(lab, port, behaviour):
     return proc
 
 
-def test_close_reasons_dial_causes_and_last_error_as_an_operator_follows_them(lab, agent_factory):
+def test_close_reasons_dial_causes_and_last_error_as_an_operator_follows_them(lab, agent_factory, tmp_path):
     ws = lab.add_workspace()
     e2e.start_destinations(lab)
     e2e.dp.start_dante(lab, 1080)
@@ -177,6 +177,8 @@ def test_close_reasons_dial_causes_and_last_error_as_an_operator_follows_them(la
     start_hostile(lab, 1092, "rst-after-reply")
     config = e2e.agent_config(lab)
     config["dataplane"] = {"idle_timeout": "3s", "handshake_timeout": "20s"}
+    access_path = str(tmp_path / "access.log")
+    config["log"] = {"access": {"path": access_path}}
     agent = agent_factory(config=config)
     good = e2e.create_egress(agent, f"{lab.socks_v4}:1080")
     dead = e2e.create_egress(agent, f"{lab.socks_v4}:1999")  # nothing listens
@@ -210,7 +212,11 @@ def test_close_reasons_dial_causes_and_last_error_as_an_operator_follows_them(la
     assert len(lines) == 1, lines
     # The Egress comes back (a new revision at dante): the next success clears
     # last_error; the counters keep the history.
-    dead = e2e.update_egress(agent, dead, f"{lab.socks_v4}:1080")
+    # Back at a dante that checks credentials (RFC 1929): never in the access log.
+    e2e.dp.start_dante_with_user(lab, "kibacct", "pw-secret-42", port=1082)
+    dead = e2e.ok(e2e.call(agent, e2e.EGRESS + "UpdateEgress", {
+        "commandId": e2e.command_id("update-egress"), "egressId": ids["dead"], "expectedRevision": "1",
+        "spec": {"socks5": {"address": f"{lab.socks_v4}:1082", "username": "kibacct", "password": "pw-secret-42"}}}))
     e2e.wait_applied(agent, wid, 1, ids["dead"], 2)
     assert e2e.peer(lab, ws, dst["dead"]) == lab.socks_inet_v4
     e = egress_entry(agent, wid, ids["dead"])
@@ -282,6 +288,31 @@ def test_close_reasons_dial_causes_and_last_error_as_an_operator_follows_them(la
     assert closed(totals)["upstream_reset"] == closed(totals_before)["upstream_reset"] == 1, totals
     assert closed(totals)["guest_reset"] == 1, totals
     assert parse_metrics(text)  # still well formed
+
+    # The access log has a line per connection, each reason with its facts.
+    import json
+    text = open(access_path).read()
+    assert "pw-secret-42" not in text
+    lines = [json.loads(ln) for ln in text.splitlines()]
+    assert all(ln["workspace_id"] == wid and ln["guest"].startswith(ws.guest_v4 + ":") for ln in lines), lines
+    by = {}
+    for ln in lines:
+        by.setdefault(ln["close_reason"], []).append(ln)
+    failed = by["dial_failed"]
+    assert len(failed) == 2 and {ln["dial_cause"] for ln in failed} == {"connect"}, failed
+    assert all(ln["egress_id"] == ids["dead"] and ln["egress_revision"] == 1 and "connect" in ln["error"] and
+               ln["destination"] == f"{dst['dead']}:{e2e.PORT}" for ln in failed), failed
+    assert [ln["egress_id"] for ln in by["guest_reset"]] == [ids["never"]], by["guest_reset"]
+    assert [ln["egress_id"] for ln in by["upstream_reset"]] == [ids["rst"]], by["upstream_reset"]
+    [idle] = by["idle_timeout"]
+    assert idle["egress_id"] == ids["good"] and 2500 <= idle["duration_ms"] <= 8000, idle
+    assert idle["bytes_from_guest"] == len(b"HOLD\n") and idle["bytes_to_guest"] == len(b"HELD\n"), idle
+    [drained] = by["drain_deadline"]
+    assert drained["egress_revision"] == 1 and drained["bytes_to_guest"] > 0, drained
+    assert not any("dial_cause" in ln for r, group in by.items() if r != "dial_failed" for ln in group)
+    samples = agent.metrics()
+    assert metric(samples, "kibotos_access_log_lines_total") == len(lines)
+    assert metric(samples, "kibotos_access_log_dropped_total") == 0
 
     # The events of a Workspace's life are logged at info.
     assert e2e.ok(e2e.delete_workspace(agent, wid)) is not None

@@ -169,6 +169,10 @@ TEST_CASE("bad values are errors naming the key") {
   CHECK(starts_with(error_of("state_dir: var/lib\n"), "state_dir: expected an absolute path"));
   CHECK(starts_with(error_of("log: {level: loud}\n"), "log.level: expected one of"));
   CHECK(error_of("log: {format: xml}\n") == "log.format: expected one of text|json");
+  CHECK(error_of("log: {access: {path: access.log}}\n") == "log.access.path: expected an absolute path or \"journal\"");
+  CHECK(error_of("log: {access: {format: text}}\n") == "log.access.format: expected one of json");
+  CHECK(starts_with(error_of("log: {access: {max_lines_per_second: 0}}\n"), "log.access.max_lines_per_second: "));
+  CHECK(starts_with(error_of("log: {access: {pth: /x}}\n"), "log.access.pth: "));
   CHECK(starts_with(error_of("commands: {retention: forever}\n"), "commands.retention: expected a duration"));
   CHECK(starts_with(error_of("commands: {retention: 10x}\n"), "commands.retention: "));
   CHECK(starts_with(error_of("dataplane: {threads: -1}\n"), "dataplane.threads: "));
@@ -247,4 +251,18 @@ TEST_CASE("keys the file sets override the given defaults, the others keep them"
   REQUIRE(r.ok());
   CHECK(r->state_dir == "/srv/state");
   CHECK(r->api.unix_socket == "/run/from-env/ctrl.sock");
+}
+
+TEST_CASE("log.access: off by default; a file or the journal, at a rate") {
+  auto off = parse_config("");
+  REQUIRE(off.ok());
+  CHECK(off->access_log.path.empty());
+  CHECK(off->access_log.max_lines_per_second == 1000);
+  auto file = parse_config("log: {access: {path: /var/log/kibotos/access.log, max_lines_per_second: 50}}\n");
+  REQUIRE_MESSAGE(file.ok(), file.error().message);
+  CHECK(file->access_log.path == "/var/log/kibotos/access.log");
+  CHECK(file->access_log.max_lines_per_second == 50);
+  auto journal = parse_config("log: {access: {path: journal}}\n");
+  REQUIRE(journal.ok());
+  CHECK(journal->access_log.path == "journal");
 }
