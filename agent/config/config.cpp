@@ -289,6 +289,7 @@ const std::vector<Key>& keys() {
       key<&Config::dataplane, &D::handshake_timeout>("dataplane.handshake_timeout", Seconds{}),
       key<&Config::dataplane, &D::idle_timeout>("dataplane.idle_timeout", Seconds{}),
       key<&Config::dataplane, &D::splice_coalesce_us>("dataplane.splice_coalesce_us", UintIn{0, 100000}),
+      key<&Config::dataplane, &D::egress_probe_interval>("dataplane.egress_probe_interval", Seconds{}),
       key<&Config::dataplane, &D::direct_descriptors>("dataplane.direct_descriptors", Bool{}),
       key<&Config::dataplane, &D::guest_congestion_control>("dataplane.guest_congestion_control", CongestionControl{}),
       // The per-Workspace DNS limits; max_in_flight stays inside one 16-bit DNS ID space.

@@ -66,6 +66,9 @@ struct DataplaneConfig {
   // lets bytes gather between reads; later waits follow its rate, down to a quarter
   // of this. 0: a read per burst (see relay::RelayTimeouts, relay/gather_wait.h).
   uint32_t splice_coalesce_us = 8000;
+  // How often the server of each Egress a Workspace uses is asked for a SOCKS5
+  // exchange (its health in status and metrics); at least 1 s.
+  std::chrono::seconds egress_probe_interval{10};
 };
 
 // The guest DNS of each Workspace whose policy has resolvers.

@@ -108,6 +108,7 @@ const std::vector<Column>* view_for(const Descriptor* d) {
         col<v1::EgressStatus>("EGRESS REV", [](const auto& s) { return to_string(s.applied_revision()); }),
         col<v1::EgressStatus>("ACTIVE", [](const auto& s) { return to_string(s.active_connections()); }),
         col<v1::EgressStatus>("DRAINING", [](const auto& s) { return to_string(s.draining_connections()); }),
+        col<v1::EgressStatus>("HEALTH", [](const auto& s) { return s.health().state(); }),
         col<v1::EgressStatus>("OPENED", [](const auto& s) { return to_string(s.connections().opened()); }),
         col<v1::EgressStatus>("FROM GUEST", [](const auto& s) { return to_string(s.connections().bytes_from_guest()); }),
         col<v1::EgressStatus>("TO GUEST", [](const auto& s) { return to_string(s.connections().bytes_to_guest()); }),

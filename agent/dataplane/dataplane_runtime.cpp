@@ -124,7 +124,11 @@ Result<std::unique_ptr<DataplaneRuntime>> DataplaneRuntime::create(const Config&
   relay::ProbeOptions probe;
   probe.address_policy = rt->address_policy_;
   probe.resolver = rt->worker_opts_.resolver;
-  rt->prober_ = std::make_unique<PipeliningProber>(std::move(probe));
+  rt->prober_ = std::make_unique<PipeliningProber>(probe);
+  const auto interval = std::max(std::chrono::seconds(1), config.dataplane.egress_probe_interval);
+  DataplaneRuntime* self = rt.get();
+  rt->health_prober_ =
+      std::make_unique<EgressHealthProber>(std::move(probe), interval, [self] { return self->egresses_in_use(); });
   for (unsigned i = 0; i < n; ++i) {
     WorkerHost& host = *rt;
     auto w = std::make_unique<Worker>(i, host, rt->worker_opts_);
@@ -157,6 +161,7 @@ DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& atta
 }
 
 DataplaneRuntime::~DataplaneRuntime() {
+  health_prober_.reset();
   for (auto& w : workers_) w->stop();
   dns_.reset();
   // No detach: while the agent is stopped the namespaces keep their tables, which
@@ -185,6 +190,8 @@ void DataplaneRuntime::egress_published(EgressRevisionPtr rev, uint32_t drain_se
   {
     std::lock_guard lk(mu_);
     egress_acks_.try_emplace(id, std::vector<uint64_t>(workers_.size(), 0));
+    targets_[id] = t.value();
+    if (!health_[id]) health_[id] = std::make_shared<EgressHealth>();
   }
   for (auto& w : workers_) w->publish_egress(t.value(), drain_seconds);
   if (dns_) dns_->publish_egress(t.value(), drain_seconds);
@@ -197,6 +204,25 @@ void DataplaneRuntime::egress_deleted(const std::string& egress_id) {
   std::lock_guard lk(mu_);
   egress_acks_.erase(egress_id);
   timings_.erase(egress_id);
+  targets_.erase(egress_id);
+  health_.erase(egress_id);
+}
+
+std::vector<std::pair<relay::DialTargetPtr, std::shared_ptr<EgressHealth>>> DataplaneRuntime::egresses_in_use() const {
+  std::vector<std::pair<relay::DialTargetPtr, std::shared_ptr<EgressHealth>>> out;
+  std::lock_guard lk(mu_);
+  std::set<std::string> used;
+  for (const auto& [id, e] : workspaces_) {
+    for (const auto& r : e.policy.egresses()) used.insert(r.egress_id());
+    for (const auto& r : e.policy.resolvers())
+      if (!r.egress_id().empty()) used.insert(r.egress_id());
+  }
+  for (const auto& id : used) {
+    auto t = targets_.find(id);
+    auto h = health_.find(id);
+    if (t != targets_.end() && h != health_.end()) out.emplace_back(t->second, h->second);
+  }
+  return out;
 }
 
 std::vector<unsigned> DataplaneRuntime::place_workspace() {
@@ -399,9 +425,23 @@ ctrl::NetworkPolicyStatus DataplaneRuntime::tcp_status(const std::string& worksp
   if (!err.empty()) s.set_error(err);
   for (auto& family : attacher_.enforced_families(workspace_id)) s.add_enforced_families(std::move(family));
   std::set<std::string> seen;
+  auto add_health = [&](ctrl::EgressStatus& es) {
+    auto h = health_.find(es.egress_id());
+    if (h == health_.end()) return;
+    const EgressHealth::View v = h->second->view();
+    auto* out = es.mutable_health();
+    out->set_state(v.state);
+    if (v.last_success.time_since_epoch().count() != 0)
+      *out->mutable_last_success_time() = to_timestamp(v.last_success);
+    if (v.last_failure.time_since_epoch().count() != 0) {
+      *out->mutable_last_failure_time() = to_timestamp(v.last_failure);
+      out->set_last_failure(v.last_failure_reason);
+    }
+  };
   auto add = [&](const std::string& id, const EgressStats* st) {
     auto* es = s.add_egresses();
     es->set_egress_id(id);
+    add_health(*es);
     auto ack = egress_acks_.find(id);
     if (ack != egress_acks_.end()) es->set_applied_revision(min_of(ack->second));
     if (st == nullptr) return;
@@ -536,6 +576,12 @@ std::vector<EgressTimingMetrics> DataplaneRuntime::egress_timings() const {
   for (const auto& [id, t] : timings_) {
     EgressTimingMetrics& m = out.emplace_back();
     m.egress_id = id;
+    if (auto h = health_.find(id); h != health_.end()) {
+      const EgressHealth::View v = h->second->view();
+      m.probed = v.state != "unknown";
+      m.up = v.state == "healthy";
+      m.probe_failures = v.probe_failures;
+    }
     m.stages = {{"resolve", "", t->resolve.snapshot()},
                 {"connect", "", t->connect.snapshot()},
                 {"tls_handshake", "full", t->tls_full.snapshot()},

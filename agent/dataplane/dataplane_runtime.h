@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/dataplane/egress_health.h"
 #include "agent/dataplane/pipelining_prober.h"
 #include "agent/dataplane/worker.h"
 #include "agent/dataplane/workspace_attacher.h"
@@ -86,11 +87,17 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   // The guests' DNS (its own loop thread), told everything the workers are.
   std::unique_ptr<dns::DnsService> dns_;
   std::unique_ptr<PipeliningProber> prober_;  // asks each revision's SOCKS5 server
+  // The Egresses in use, with their health; called by health_prober_'s thread.
+  std::vector<std::pair<relay::DialTargetPtr, std::shared_ptr<EgressHealth>>> egresses_in_use() const;
 
   mutable std::mutex mu_;  // guards the maps below; never held while calling a worker
   std::map<std::string, std::vector<uint64_t>> egress_acks_;  // egress -> revision per worker
   // Dial latencies per published Egress, shared by its revisions' DialTargets.
   std::map<std::string, std::shared_ptr<relay::DialTimings>> timings_;
+  std::map<std::string, relay::DialTargetPtr> targets_;  // the newest revision of each
+  std::map<std::string, std::shared_ptr<EgressHealth>> health_;
+  // Its thread calls egresses_in_use(): the destructor ends it first.
+  std::unique_ptr<EgressHealthProber> health_prober_;
   std::map<std::string, WorkspaceEntry> workspaces_;
   unsigned workspace_loops_ = 1;         // config dataplane.workspace_loops, at most the loops
   std::vector<size_t> loop_workspaces_;  // Workspaces each loop accepts for

@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
+#include <string>
 
 #include "agent/common/errno_error.h"
 #include "agent/common/unique_fd.h"
@@ -51,41 +53,87 @@ Result<int> connect_to(const SocketAddress& peer, Clock::time_point deadline, co
 }  // namespace
 
 // The dial is the one every connection makes (egress_dial.h), driven by blocking
-// calls, with the greeting, credentials and a CONNECT to 0.0.0.0:0 sent at once.
-Result<bool> probe_socks5_pipelining(const DialTarget& target, const ProbeOptions& options, std::stop_token stop) {
+// calls.
+Result<ProbeResult> probe_socks5_server(const DialTarget& target, const ProbeOptions& options, bool pipelined,
+                                        std::stop_token stop) {
   using Step = EgressDial::Step;
-  if (target.tls) return Error{Code::unimplemented, "not probed inside TLS"};
   SocketAddress nowhere{};  // 0.0.0.0:0
   nowhere.v4.sin_family = AF_INET;
   EgressDial dial(DialPlan{
-      .egress = &target, .destination = nowhere, .pipelined = true, .address_policy = &options.address_policy});
+      .egress = &target, .destination = nowhere, .pipelined = pipelined, .address_policy = &options.address_policy});
+  ProbeResult r;
+  EgressDial::Stage at = EgressDial::Stage::resolve;  // the stage before the last event
+  auto stopped = [&](Step step) {
+    r.failed_in = step == Step::failed ? at : dial.stage();
+    if (step == Step::failed) r.failure = dial.failure().reason;
+  };
   Step step = dial.start();
   if (step == Step::resolve) step = dial.on_resolved(policy::resolve_host(dial.host(), options.resolver));
+  if (step == Step::failed) {  // the name did not resolve, or every address was refused
+    r.failed_in = EgressDial::Stage::resolve;
+    r.failure = dial.failure().reason;
+    return r;
+  }
   UniqueFd fd;
   while (step == Step::connect) {
     auto err = connect_to(dial.peer(), Clock::now() + options.timeout, stop, &fd);
     if (!err.ok()) return std::move(err).error();
+    at = EgressDial::Stage::connect;
     step = dial.on_connected(*err);
   }
-  if (!fd) return Error{Code::unavailable, dial.failure().reason};  // never connected
-  // Sends the requests and reads the replies until the CONNECT's is in, the server
-  // closes, or the deadline.
+  if (step == Step::failed && fd) {  // connected, and failed at once (a TLS session could not be made)
+    r.connected = true;
+    stopped(step);
+    return r;
+  }
+  if (!fd) {  // never connected
+    r.failed_in = EgressDial::Stage::connect;
+    r.failure = dial.failure().reason;
+    return r;
+  }
+  r.connected = true;
+  // Sends what the dial has to send and reads the replies until the CONNECT's is in,
+  // the server closes, or the deadline.
   const auto deadline = Clock::now() + options.timeout;
   while (step == Step::exchange) {
     uint8_t out[Socks5Client::kMaxOutput];
     while (size_t n = dial.take_out(out, sizeof out))
-      if (::send(fd.get(), out, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n))
-        return errno_error("send", errno, Code::unavailable);
+      if (::send(fd.get(), out, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) {
+        stopped(step);
+        r.failure = std::string("send: ") + std::strerror(errno);
+        return r;
+      }
+    if (dial.stage() == EgressDial::Stage::socks5 && target.tls) r.tls_verified = true;
+    at = dial.stage();
     auto ready = wait_for(fd.get(), POLLIN, deadline, stop);
     if (!ready.ok()) return std::move(ready).error();
-    if (!*ready) break;  // answered the greeting at most, then waited
+    if (!*ready) {
+      stopped(step);
+      r.failure = "no answer within " + std::to_string(options.timeout.count()) + " ms";
+      break;
+    }
     uint8_t in[512];
     ssize_t got = ::recv(fd.get(), in, sizeof in, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;  // closed (or reset) without answering the CONNECT
+    if (got <= 0) {
+      stopped(step);
+      r.failure = got == 0 ? "closed without answering" : std::string("recv: ") + std::strerror(errno);
+      break;
+    }
     step = dial.on_received(in, static_cast<size_t>(got));
   }
-  return dial.request_answered();
+  r.request_answered = dial.request_answered();
+  if (r.request_answered && target.tls) r.tls_verified = true;
+  if (!r.request_answered && r.failure.empty()) stopped(step);
+  if (r.failure.empty() && !r.request_answered) r.failure = "no answer to the request";
+  return r;
+}
+
+Result<bool> probe_socks5_pipelining(const DialTarget& target, const ProbeOptions& options, std::stop_token stop) {
+  if (target.tls) return Error{Code::unimplemented, "not probed inside TLS"};
+  KIB_TRY_ASSIGN(ProbeResult r, probe_socks5_server(target, options, /*pipelined=*/true, stop));
+  if (!r.connected) return Error{Code::unavailable, r.failure};
+  return r.request_answered;
 }
 
 }  // namespace kib::relay

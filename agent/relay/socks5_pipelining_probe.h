@@ -17,6 +17,7 @@
 #include "agent/policy/endpoint_check.h"
 #include "agent/policy/name_resolver.h"
 #include "agent/relay/dial_target.h"
+#include "agent/relay/egress_dial.h"
 
 namespace kib::relay {
 
@@ -25,6 +26,21 @@ struct ProbeOptions {
   policy::ResolverOptions resolver;
   std::chrono::milliseconds timeout{3000};  // for the connect, and for the replies
 };
+
+// How far one probe of an Egress's server got (socks5_server_probe): the dial every
+// connection makes, driven by blocking calls, with a CONNECT to 0.0.0.0:0 that the
+// server refuses without traffic leaving its host.
+struct ProbeResult {
+  bool connected = false;                                 // a TCP connection to an endpoint address
+  bool tls_verified = false;                              // the TLS handshake (verification included) succeeded
+  bool request_answered = false;                          // the server answered the CONNECT: a whole SOCKS5 exchange
+  EgressDial::Stage failed_in = EgressDial::Stage::done;  // where it stopped, when not answered
+  std::string failure;                                    // why it stopped, when not answered
+};
+// pipelined: the greeting, credentials and CONNECT go out at once. An Error only when
+// stopped (or poll failed).
+Result<ProbeResult> probe_socks5_server(const DialTarget& target, const ProbeOptions& options, bool pipelined,
+                                        std::stop_token stop);
 
 // true: the server answered the CONNECT sent with its greeting; false: it answered
 // the greeting only (then waited or closed). An Error when it could not be asked:

@@ -70,6 +70,9 @@ struct EgressTimingMetrics {
     LatencyHistogram::Snapshot histogram;
   };
   std::vector<Stage> stages;
+  bool probed = false;  // its server was asked at least once (health known)
+  bool up = false;      // ... and the newest probe found it healthy
+  uint64_t probe_failures = 0;
 };
 
 // A Workspace's guest DNS, when its policy has resolvers.

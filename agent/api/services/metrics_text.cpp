@@ -137,6 +137,15 @@ constexpr StageFamily kStageFamilies[] = {
 // Per published Egress, every revision and Workspace together (bounded: one series set per Egress).
 void timing_families(Writer& out, std::vector<EgressTimingMetrics> timings) {
   std::sort(timings.begin(), timings.end(), [](const auto& a, const auto& b) { return a.egress_id < b.egress_id; });
+  out.family("kibotos_egress_up", "gauge",
+             "1 when the newest probe of the Egress's server got a whole SOCKS5 exchange answered, else 0; only "
+             "Egresses a Workspace uses are probed.");
+  for (const auto& t : timings)
+    if (t.probed) out.sample("kibotos_egress_up", "egress_id=\"" + escaped(t.egress_id) + "\"", t.up ? 1 : 0);
+  out.family("kibotos_egress_probe_failures_total", "counter", "Probes of the Egress's server that failed.");
+  for (const auto& t : timings)
+    if (t.probed)
+      out.sample("kibotos_egress_probe_failures_total", "egress_id=\"" + escaped(t.egress_id) + "\"", t.probe_failures);
   for (const StageFamily& f : kStageFamilies) {
     out.family(f.name, "histogram", f.help);
     for (const auto& t : timings)

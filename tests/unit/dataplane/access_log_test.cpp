@@ -60,8 +60,9 @@ TEST_CASE("access log line: every field, JSON-escaped; the dial's cause and erro
   r.dial_cause = "tls";
   r.error = "tls: \"bad\"\ncert";
   const std::string line = kib::dataplane::access_log_line(r);
-  CHECK(line.find(",\"close_reason\":\"dial_failed\",\"dial_cause\":\"tls\",\"error\":\"tls: \\\"bad\\\"\\ncert\"}\n") !=
-        std::string::npos);
+  CHECK(
+      line.find(",\"close_reason\":\"dial_failed\",\"dial_cause\":\"tls\",\"error\":\"tls: \\\"bad\\\"\\ncert\"}\n") !=
+      std::string::npos);
   CHECK(line.find('\n') == line.size() - 1);  // one line, whatever the error held
 }
 
