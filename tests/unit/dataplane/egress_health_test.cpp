@@ -9,6 +9,7 @@
 #include "agent/dataplane/egress_health.h"
 #include "agent/relay/socks5_pipelining_probe.h"
 #include "tests/unit/relay/tls_test_server.h"
+#include "tests/unit/support/dead_port.h"
 #include "tests/unit/support/socks5_test_server.h"
 
 using kib::relay::DialTarget;
@@ -75,14 +76,9 @@ TEST_CASE("probe: a server that never answers the greeting is socks_failed, with
 }
 
 TEST_CASE("probe: nothing listening is unreachable") {
-  kib::UniqueFd dead(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(dead.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(getsockname(dead.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  const ProbeResult r = probe(target_at(ntohs(a.sin_port)));
+  const kib::test::DeadPort dead = kib::test::dead_loopback_port();
+  REQUIRE(dead.port != 0);
+  const ProbeResult r = probe(target_at(dead.port));
   CHECK_FALSE(r.connected);
   CHECK(r.failed_in == EgressDial::Stage::connect);
   CHECK(r.failure.find("Connection refused") != std::string::npos);

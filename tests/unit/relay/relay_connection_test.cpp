@@ -14,6 +14,7 @@
 
 #include "agent/relay/relay_connection.h"
 #include "tests/unit/relay/tls_test_server.h"
+#include "tests/unit/support/dead_port.h"
 #include "tests/unit/support/loop_harness.h"
 #include "tests/unit/support/socks5_test_server.h"
 
@@ -133,6 +134,13 @@ struct World {
   std::string guest_dst() const { return "127.0.0.1:" + std::to_string(listener.port()); }
 };
 
+// The guest closes with an RST (SO_LINGER 0).
+void reset_guest(Guest& g) {
+  linger l{1, 0};
+  setsockopt(g.fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  g.fd.reset();
+}
+
 // A guest sends n bytes of the server's pattern with its FIN after them and reads
 // until the end; checks that the same n bytes came back. The pipes open before and,
 // at most, meanwhile (a splice pipe shows there).
@@ -222,6 +230,13 @@ RelayConnection* move_and_resume(World& w, Guest& g, RelayConnection* c) {
 Socks5Script script(Then then) {
   Socks5Script s;
   s.then = then;
+  return s;
+}
+
+// A server that reads the greeting and never answers.
+Socks5Script stalled() {
+  Socks5Script s = script(Then::echo);
+  s.handshake = Handshake::stall;
   return s;
 }
 
@@ -340,18 +355,13 @@ const std::vector<Case>& cases() {
       }},
       {"nothing listens at the Egress: connect refused", script(Then::echo),
        [](World& w) {
-    kib::UniqueFd dead(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(dead.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(getsockname(dead.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    w.target->endpoint.port = ntohs(a.sin_port);
+    const kib::test::DeadPort dead = kib::test::dead_loopback_port();
+    REQUIRE(dead.port != 0);
+    w.target->endpoint.port = dead.port;
     auto g = w.connect();
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1 && g->error != 0; }));
     CHECK(g->reset());
-    CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + ": Connection refused");
+    CHECK(w.obs.reason == "connect 127.0.0.1:" + std::to_string(dead.port) + ": Connection refused");
     CHECK(w.obs.cause == kib::relay::DialCause::connect);
     CHECK_FALSE(w.obs.refused);
        }},
@@ -381,31 +391,22 @@ const std::vector<Case>& cases() {
     auto g = w.connect();
     g->send("x");
     REQUIRE(w.drive(*g, [&] { return w.server.seen().received == "x"; }));
-    linger l{1, 0};
-    setsockopt(g->fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    g->fd.reset();
+    reset_guest(*g);
     REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
     REQUIRE(w.server_until([](const Socks5Seen& s) { return s.finished == 1; }));
     CHECK_FALSE(w.server.seen().peer_eof);  // a reset, not a FIN
     CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::guest_reset});
        }},
-      {"RST from the guest while the dial waits for the server: closed at once, not when the dial ends",
-       [] {
-    Socks5Script s = script(Then::echo);
-    s.handshake = Handshake::stall;
-    return s;
-       }(),
+      {"RST from the guest while the dial waits for the server: closed at once, not when the dial ends", stalled(),
        [](World& w) {
     auto g = w.connect();
     REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_methods.empty(); }));
-    linger l{1, 0};
-    setsockopt(g->fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    g->fd.reset();
+    reset_guest(*g);
     // No clock step: the handshake timeout is far off.
     REQUIRE(w.loop.drive([&] { return w.obs.released == 1; }));
     CHECK(w.obs.failed == 0);
     CHECK(w.obs.close_reasons == std::vector{kib::relay::CloseReason::guest_reset});
-      }},
+       }},
       {"the guest half-closes while the dial waits: the request and its FIN reach the destination",
        script(Then::reply_after_eof),
        [](World& w) {
@@ -593,12 +594,7 @@ const std::vector<Case>& cases() {
           "handshake timed out (the SOCKS5 server answered the greeting only: requests now wait for each reply)");
     CHECK_FALSE(w.target->socks_pipelining.load());
       }},
-      {"the server never answers the greeting: handshake timeout (stepped)",
-       [] {
-    Socks5Script s = script(Then::echo);
-    s.handshake = Handshake::stall;
-    return s;
-       }(),
+      {"the server never answers the greeting: handshake timeout (stepped)", stalled(),
        [](World& w) {
     auto g = w.connect();
     REQUIRE(w.drive(*g, [&] { return !w.server.seen().last_methods.empty(); }));
@@ -610,7 +606,7 @@ const std::vector<Case>& cases() {
     CHECK(w.obs.reason == "handshake timed out");
     CHECK(w.obs.cause == kib::relay::DialCause::timeout);
     CHECK(g->reset());
-      }},
+       }},
       {"take-over: moved out and resumed six times in bulk both ways (copied and spliced), every byte arrives "
        "once and in order",
        script(Then::echo),
