@@ -539,7 +539,8 @@ RuntimeCounts DataplaneRuntime::counts() const {
 namespace {
 
 DnsMetrics dns_metrics(const dns::WorkspaceDnsStatus& s) {
-  DnsMetrics m{s.counters.queries, s.counters.answers, s.counters.timeouts, s.counters.failovers, {}, s.in_flight};
+  DnsMetrics m{s.counters.queries, s.counters.answers,     s.counters.timeouts,    s.counters.failovers, {},
+               s.in_flight,        s.counters.query_bytes, s.counters.answer_bytes};
   for (size_t i = 0; i < dns::kFailureReasonCount; ++i)
     m.failures.emplace_back(dns::failure_reason_name(static_cast<dns::FailureReason>(i)), s.counters.failures[i]);
   return m;

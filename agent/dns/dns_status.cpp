@@ -28,6 +28,8 @@ void fill_dns(const WorkspaceDnsStatus& s, ctrl::DnsStatus& out) {
   out.set_answers(s.counters.answers);
   out.set_timeouts(s.counters.timeouts);
   out.set_failovers(s.counters.failovers);
+  out.set_query_bytes(s.counters.query_bytes);
+  out.set_answer_bytes(s.counters.answer_bytes);
   auto& failures = *out.mutable_failures();
   for (size_t i = 0; i < kFailureReasonCount; ++i)
     failures[std::string(failure_reason_name(static_cast<FailureReason>(i)))] = s.counters.failures[i];

@@ -37,6 +37,7 @@ Result<Dispatch> QueryMux::submit(const GuestOrigin& origin, ByteView query, Clo
     return make_error(Code::resource_exhausted, "no free upstream DNS ID");
   }
   ++counters_.queries;
+  counters_.query_bytes += query.size();
   return std::move(out.dispatches.front());
 }
 
@@ -94,6 +95,7 @@ MuxActions QueryMux::answer(size_t resolver, ByteView message, Clock::time_point
   Bytes reply(message.begin(), message.end());
   write_id(reply, p.info.header.id);
   if (p.origin.is_udp()) reply = fit_answer_to_udp(std::move(reply), p.query, p.info);
+  counters_.answer_bytes += reply.size();
   out.deliveries.push_back(Delivery{p.origin, std::move(reply)});
   ++counters_.answers;
   unlink(*q, p);

@@ -16,6 +16,8 @@ void add_counters(DnsCounters& into, const DnsCounters& c) {
   into.answers += c.answers;
   into.timeouts += c.timeouts;
   into.failovers += c.failovers;
+  into.query_bytes += c.query_bytes;
+  into.answer_bytes += c.answer_bytes;
   for (size_t i = 0; i < kFailureReasonCount; ++i) into.failures[i] += c.failures[i];
 }
 

@@ -83,6 +83,8 @@ struct DnsMetrics {
   uint64_t failovers = 0;                                  // queries moved to the next resolver
   std::vector<std::pair<std::string, uint64_t>> failures;  // by reason, as in status
   uint64_t in_flight = 0;
+  uint64_t query_bytes = 0;
+  uint64_t answer_bytes = 0;
 };
 
 struct WorkspaceMetrics {

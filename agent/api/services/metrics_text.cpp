@@ -170,6 +170,10 @@ void dns_families(Writer& out, const std::vector<WorkspaceMetrics>& ws) {
              &DnsMetrics::failovers);
   dns_family(out, ws, "kibotos_dns_in_flight", "gauge", "Guest DNS queries waiting for an answer now.",
              &DnsMetrics::in_flight);
+  dns_family(out, ws, "kibotos_dns_query_bytes_total", "counter",
+             "DNS message bytes of the guest queries accepted (no TCP length prefix).", &DnsMetrics::query_bytes);
+  dns_family(out, ws, "kibotos_dns_answer_bytes_total", "counter",
+             "DNS message bytes of the answers delivered to the guest.", &DnsMetrics::answer_bytes);
   out.family("kibotos_dns_failures_total", "counter",
              "DNS failures, by reason as in status: queries refused (inflight_cap, malformed_query), "
              "resolvers' answers dropped (malformed_answer, unknown_answer), queries every resolver failed "

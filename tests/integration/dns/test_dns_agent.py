@@ -156,6 +156,11 @@ def test_status_counts_queries_and_answers_and_shows_the_association(dns_env):
     dns = dx.labmod.wait_for(lambda: (d := dns_status(agent, wid)) and num(d, "answers") == 3 and d,
                              timeout=10, what="three answers counted")
     assert num(dns, "queries") == 3, dns
+    # Three same-size queries and answers, each at least a header and the question;
+    # each answer also carries the A record.
+    question = 12 + len(dx.TEST_NAME.rstrip(".")) + 2 + 4
+    assert num(dns, "query_bytes") % 3 == 0 and num(dns, "query_bytes") >= 3 * question, dns
+    assert num(dns, "answer_bytes") % 3 == 0 and num(dns, "answer_bytes") >= 3 * (question + 16), dns
     assert num(dns, "in_flight") == 0, dns
     assert num(dns, "max_in_flight") == MAX_IN_FLIGHT, dns
     assert num(dns, "timeouts") == 0 and num(dns, "failovers") == 0, dns

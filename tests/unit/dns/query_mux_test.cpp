@@ -63,6 +63,8 @@ TEST_CASE("the query ID is rewritten upstream and the guest's ID and origin rest
   CHECK(mux.in_flight() == 0);
   CHECK(mux.counters().queries == 1);
   CHECK(mux.counters().answers == 1);
+  CHECK(mux.counters().query_bytes == q.size());
+  CHECK(mux.counters().answer_bytes == out.deliveries[0].message.size());
 }
 
 TEST_CASE("two guests asking with the same ID get their own answers") {

@@ -93,7 +93,7 @@ TEST_CASE("metrics: Workspaces and Egresses come sorted, so scrapes compare line
 
 TEST_CASE("metrics: a Workspace with resolvers has its DNS counters; one without has none") {
   auto ws = two_workspaces();
-  ws[0].dns = DnsMetrics{31, 32, 33, 34, {{"timeout", 35}, {"inflight_cap", 36}}, 37};
+  ws[0].dns = DnsMetrics{31, 32, 33, 34, {{"timeout", 35}, {"inflight_cap", 36}}, 37, 38, 39};
   const std::string text = prometheus_text(AgentTotals{}, ws);
   check_well_formed(text);
   const std::string l = "{workspace_id=\"ws-b\"}";
@@ -102,6 +102,8 @@ TEST_CASE("metrics: a Workspace with resolvers has its DNS counters; one without
   CHECK(has_line(text, "kibotos_dns_timeouts_total" + l + " 33"));
   CHECK(has_line(text, "kibotos_dns_failovers_total" + l + " 34"));
   CHECK(has_line(text, "kibotos_dns_in_flight" + l + " 37"));
+  CHECK(has_line(text, "kibotos_dns_query_bytes_total" + l + " 38"));
+  CHECK(has_line(text, "kibotos_dns_answer_bytes_total" + l + " 39"));
   CHECK(has_line(text, "kibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"timeout\"} 35"));
   CHECK(has_line(text, "kibotos_dns_failures_total{workspace_id=\"ws-b\",reason=\"inflight_cap\"} 36"));
   CHECK(text.find("# TYPE kibotos_dns_in_flight gauge\n") != std::string::npos);
