@@ -9,7 +9,8 @@ import pytest
 
 import e2e_env as e2e
 
-PLACED = re.compile(r"workspace (\S+): its connections are accepted on loop ([0-9, ]+)")
+# The info line of an attach: "workspace ID: attached to NETNS ...; accepting on loop 0, 1".
+PLACED = re.compile(r"workspace (\S+): (?:re-)?attached [^\n]*; accepting on loop ([0-9, ]+)")
 
 
 def placements(agent):
