@@ -291,13 +291,7 @@ void Worker::adopt_on_loop(const std::string& workspace_id, relay::MovedRelay mo
   if (opts_.inherited_connections) opts_.inherited_connections->fetch_add(1, std::memory_order_relaxed);
   UniqueFd guest = std::move(moved.guest);
   const bool draining = moved.drain_left_ms != 0;
-  relay::RelayConnection* c = add_connection(*it->second, std::move(guest), eit->second, draining);
-  if (opts_.access_log != nullptr) {
-    auto peer = std::make_unique<relay::SocketAddress>();
-    socklen_t plen = sizeof *peer;
-    if (getpeername(c->guest_fd(), &peer->sa, &plen) == 0) c->guest_peer = std::move(peer);
-  }
-  c->resume(std::move(moved));
+  add_connection(*it->second, std::move(guest), eit->second, draining)->resume(std::move(moved));
 }
 
 relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest, const relay::DialTargetPtr& target,
@@ -308,6 +302,11 @@ relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest
   ws.connections_list.push_front(*c);
   ++ws.connections;
   c->set_traffic(&es.traffic);
+  if (opts_.access_log != nullptr) {  // the guest's address, for its access log line
+    auto peer = std::make_unique<relay::SocketAddress>();
+    socklen_t plen = sizeof *peer;
+    if (getpeername(c->guest_fd(), &peer->sa, &plen) == 0) c->guest_peer = std::move(peer);
+  }
   ws.plan->stats->connections.fetch_add(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
   es.opened.fetch_add(1, std::memory_order_relaxed);
@@ -372,13 +371,7 @@ void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
                    "dial failed: the Egress is not published to the data plane");
     return reset_and_close(std::move(fd));
   }
-  relay::RelayConnection* c = add_connection(ws, std::move(fd), eit->second, false);
-  if (opts_.access_log != nullptr) {
-    auto peer = std::make_unique<relay::SocketAddress>();
-    socklen_t plen = sizeof *peer;
-    if (getpeername(c->guest_fd(), &peer->sa, &plen) == 0) c->guest_peer = std::move(peer);
-  }
-  c->start(dst);
+  add_connection(ws, std::move(fd), eit->second, false)->start(dst);
 }
 
 void Worker::drain(relay::RelayConnection& c, uint32_t drain_seconds) {
