@@ -212,11 +212,12 @@ def test_lintian_reports_no_errors(packages):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_deb_ships_binaries_unit_config_man_pages_and_completion(packages):
+def test_deb_ships_binaries_unit_config_man_pages_completion_and_dashboard(packages):
     listing = run(["dpkg-deb", "-c", packages["deb1"]]).stdout
     for path in ("./usr/bin/kibotosctl", "/kibotos-agent\n", "./lib/systemd/system/kibotos-agent.service",
                  "./etc/kibotos/agent.yaml", "./usr/share/man/man8/kibotos-agent.8.gz",
-                 "./usr/share/man/man1/kibotosctl.1.gz", "./usr/share/bash-completion/completions/kibotosctl"):
+                 "./usr/share/man/man1/kibotosctl.1.gz", "./usr/share/bash-completion/completions/kibotosctl",
+                 "./usr/share/kibotos-agent/grafana/kibotos-agent.json"):
         assert path in listing + "\n", path
     conffiles = run(["dpkg-deb", "-I", packages["deb1"], "conffiles"]).stdout.split()
     assert conffiles == ["/etc/kibotos/agent.yaml"]
@@ -244,7 +245,9 @@ def test_rpm_ships_the_same_files_as_the_deb(packages):
     deb_files = [line.split()[5] for line in run(["dpkg-deb", "-c", packages["deb1"]]).stdout.splitlines()
                  if not line.startswith("d")]
     rpm_files = run(["rpm", "-qlp", packages["rpm"]]).stdout.split()
-    rpm_files = [f for f in rpm_files if f != "/etc/kibotos"]
+    # The directories the spec owns with %dir (dpkg-deb lists every directory; dropped above).
+    rpm_files = [f for f in rpm_files if f not in ("/etc/kibotos", "/usr/share/kibotos-agent",
+                                                   "/usr/share/kibotos-agent/grafana")]
     assert normalized(rpm_files) == normalized(deb_files)
 
 
@@ -297,7 +300,8 @@ def test_installed_agent_serves_a_kibotos_member_and_purge_leaves_nothing(packag
     assert installed_version() is None
     leftovers = [p for p in (CTL, "/usr/sbin/kibotos-agent", "/usr/bin/kibotos-agent", UNIT, "/etc/kibotos", STATE,
                              RUNTIME, "/usr/share/man/man1/kibotosctl.1.gz",
-                             "/usr/share/bash-completion/completions/kibotosctl") if os.path.lexists(p)]
+                             "/usr/share/bash-completion/completions/kibotosctl",
+                             "/usr/share/kibotos-agent") if os.path.lexists(p)]
     assert leftovers == []
     # Debian keeps system groups on purge (files elsewhere may carry the GID).
     assert grp.getgrnam("kibotos")
