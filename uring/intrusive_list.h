@@ -73,6 +73,15 @@ class IntrusiveList {
       p = next;
     }
   }
+  // As for_each, stopping after the first element for which fn returns false.
+  template <typename F>
+  void for_each_while(F&& fn) {
+    for (Node* p = head_.next_; p != &head_;) {
+      Node* next = p->next_;
+      if (!fn(*elem(p))) return;
+      p = next;
+    }
+  }
 
  private:
   static Node& node(T& x) { return static_cast<Node&>(x); }

@@ -120,6 +120,7 @@ class Parser {
     }
     if (f->bind == Bind::client) {
       if (name == "all") inv_.global.all = true;
+      if (name == "watch") inv_.global.watch = true;
       return {};
     }
     if (f->bind != Bind::key_value && seen(f)) return usage("flag '--" + name + "' given twice");

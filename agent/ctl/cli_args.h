@@ -20,7 +20,8 @@ struct GlobalOptions {
   std::string cert, key, ca;
   std::string command_id;
   uint32_t timeout_seconds = 30;
-  bool all = false;  // list --all
+  bool all = false;    // list --all
+  bool watch = false;  // workspace connections --watch
   bool help = false;
   bool version = false;
 };

@@ -186,6 +186,19 @@ std::vector<CommandSpec> build_table() {
        "workspace.network_policy_status",
        {},
        "show what the data plane enforces for a Workspace"},
+      {"workspace",
+       "connections",
+       "kibotos.ctrl.v1.WorkspaceService.ListConnections",
+       "workspace_id",
+       "WORKSPACE_ID",
+       false,
+       true,
+       "",
+       {{"page-size", "page_size", Bind::uint, false, "connections per page (0 = server default)"},
+        {"page-token", "page_token", Bind::string, false, "continue from this page token"},
+        {"all", "", Bind::client, false, "follow next_page_token until the last page"},
+        {"watch", "", Bind::client, false, "show the list again every 2 s until interrupted"}},
+       "list a Workspace's live connections, oldest first"},
   };
 }
 

@@ -1,11 +1,18 @@
 #include "agent/ctl/ctl_main.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
 #include <memory>
 #include <ostream>
+#include <sstream>
+#include <thread>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
 
 #include "agent/ctl/cli_args.h"
 #include "agent/ctl/cli_error.h"
@@ -79,11 +86,8 @@ Status fetch_rest(ConnectClient& client, std::string_view method, Message& req, 
   return Error{Code::resource_exhausted, "more than " + std::to_string(kMaxPages) + " pages"};
 }
 
-Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out) {
+Status execute_once(const Invocation& inv, ConnectClient& client, Message& req, Message& resp, std::ostream& out) {
   const CommandSpec& c = *inv.command;
-  Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert,
-              inv.global.key,    inv.global.ca,     inv.global.timeout_seconds};
-  ConnectClient client(std::move(ep));
   KIB_TRY(call(client, c.method, req, resp));
   if (inv.global.all) KIB_TRY(fetch_rest(client, c.method, req, resp));
   const Message* shown = select_output(resp, c.output_field);
@@ -94,6 +98,33 @@ Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream&
   KIB_TRY_ASSIGN(auto text, format_output(*shown, inv.global.output));
   out << text;
   return {};
+}
+
+// --watch: the same request every 2 s until interrupted or a call fails. On a
+// terminal each view replaces the last; elsewhere views follow each other, each
+// after a line with its time.
+Status watch(const Invocation& inv, ConnectClient& client, const Message& req,
+             const google::protobuf::Descriptor* resp_type, std::ostream& out) {
+  const bool terminal = &out == &std::cout && isatty(STDOUT_FILENO) == 1;
+  for (;;) {
+    MessagePtr r = new_message(req.GetDescriptor());
+    r->CopyFrom(req);  // --all moves the page token on
+    MessagePtr resp = new_message(resp_type);
+    std::ostringstream view;
+    KIB_TRY(execute_once(inv, client, *r, *resp, view));
+    const auto now = google::protobuf::util::TimeUtil::GetCurrentTime();
+    out << (terminal ? "\033[H\033[2J" : "") << "Every 2 s: " << google::protobuf::util::TimeUtil::ToString(now) << "\n"
+        << view.str() << (terminal ? "" : "\n") << std::flush;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
+Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out) {
+  Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert,
+              inv.global.key,    inv.global.ca,     inv.global.timeout_seconds};
+  ConnectClient client(std::move(ep));
+  if (inv.global.watch) return watch(inv, client, req, resp.GetDescriptor(), out);
+  return execute_once(inv, client, req, resp, out);
 }
 
 }  // namespace

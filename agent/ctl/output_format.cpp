@@ -54,10 +54,19 @@ std::string duration_text(const google::protobuf::Duration& d) {
   return out + std::to_string(s) + "s";
 }
 
-std::string mode_text(v1::NetworkMode m) {
-  std::string n = v1::NetworkMode_Name(m);
-  const std::string prefix = "NETWORK_MODE_";
+// An enum value's name without its type's prefix ("NETWORK_MODE_ISOLATED" -> "ISOLATED").
+std::string short_name(std::string n, const std::string& prefix) {
   return n.rfind(prefix, 0) == 0 ? n.substr(prefix.size()) : n;
+}
+
+std::string mode_text(v1::NetworkMode m) { return short_name(v1::NetworkMode_Name(m), "NETWORK_MODE_"); }
+
+// Below a second in ms ("350ms"), else as durations are ("1m2s").
+std::string age_text(uint64_t ms) {
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  google::protobuf::Duration d;
+  d.set_seconds(static_cast<int64_t>(ms / 1000));
+  return duration_text(d);
 }
 
 // The newest failure with its time (UTC) and how many came since the last success.
@@ -113,6 +122,19 @@ const std::vector<Column>* view_for(const Descriptor* d) {
         col<v1::EgressStatus>("FROM GUEST", [](const auto& s) { return to_string(s.connections().bytes_from_guest()); }),
         col<v1::EgressStatus>("TO GUEST", [](const auto& s) { return to_string(s.connections().bytes_to_guest()); }),
         col<v1::EgressStatus>("LAST ERROR", [](const auto& s) { return error_text(s); })}},
+      {v1::Connection::descriptor(),
+       {col<v1::Connection>("ID", [](const auto& c) { return to_string(c.connection_id()); }),
+        col<v1::Connection>("STATE",
+                            [](const auto& c) {
+                              return short_name(v1::ConnectionState_Name(c.state()), "CONNECTION_STATE_");
+                            }),
+        col<v1::Connection>("AGE", [](const auto& c) { return age_text(c.age_ms()); }),
+        col<v1::Connection>("GUEST", [](const auto& c) { return c.guest_address(); }),
+        col<v1::Connection>("DESTINATION", [](const auto& c) { return c.original_destination(); }),
+        col<v1::Connection>("EGRESS ID", [](const auto& c) { return c.egress_id(); }),
+        col<v1::Connection>("EGRESS REV", [](const auto& c) { return to_string(c.egress_revision()); }),
+        col<v1::Connection>("FROM GUEST", [](const auto& c) { return to_string(c.bytes_from_guest()); }),
+        col<v1::Connection>("TO GUEST", [](const auto& c) { return to_string(c.bytes_to_guest()); })}},
       {v1::DnsResolverStatus::descriptor(),
        {col<v1::DnsResolverStatus>("RESOLVER", [](const auto& s) { return s.address(); }),
         col<v1::DnsResolverStatus>("TRANSPORT", [](const auto& s) { return s.transport(); }),

@@ -155,6 +155,12 @@ DataplaneRuntime::DataplaneRuntime(const Config& config, WorkspaceAttacher& atta
   worker_opts_.max_connections_per_workspace = config.dataplane.max_connections_per_workspace;
   worker_opts_.total_connections = &total_connections_;
   worker_opts_.inherited_connections = &inherited_connections_;
+  // From the wall clock in µs: a later process's IDs start above an earlier one's
+  // (unless that one named more than a connection per µs on average).
+  next_connection_id_ = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  worker_opts_.next_connection_id = &next_connection_id_;
   worker_opts_.address_policy = &address_policy_;
   worker_opts_.resolver.servers = config.egress.resolvers;
   worker_opts_.resolver.timeout = config.egress.resolve_timeout;
@@ -592,6 +598,35 @@ std::vector<EgressTimingMetrics> DataplaneRuntime::egress_timings() const {
                 {"first_byte", "", t->first_byte.snapshot()}};
   }
   return out;
+}
+
+Result<ConnectionPage> DataplaneRuntime::connections(const std::string& workspace_id, uint64_t after_id,
+                                                     size_t limit) const {
+  // Each loop walks its own lists on its own thread: no lock on the data plane.
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left;
+    std::vector<ctrl::Connection> all;
+  };
+  auto p = std::make_shared<Pending>();
+  p->left = workers_.size();
+  for (const auto& w : workers_)
+    w->list_connections(workspace_id, after_id, limit + 1, [p](std::vector<ctrl::Connection> part) {
+      std::lock_guard lk(p->mu);
+      for (auto& c : part) p->all.push_back(std::move(c));
+      if (--p->left == 0) p->cv.notify_one();
+    });
+  std::unique_lock lk(p->mu);
+  if (!p->cv.wait_for(lk, std::chrono::seconds(5), [&] { return p->left == 0; }))
+    return Error{Code::unavailable, "a data plane loop did not answer within 5 s"};
+  ConnectionPage page;
+  page.connections = std::move(p->all);
+  std::sort(page.connections.begin(), page.connections.end(),
+            [](const auto& a, const auto& b) { return a.connection_id() < b.connection_id(); });
+  page.more = page.connections.size() > limit;
+  if (page.more) page.connections.resize(limit);
+  return page;
 }
 
 void DataplaneRuntime::ack_egress(unsigned worker, const std::string& egress_id, uint64_t revision) {

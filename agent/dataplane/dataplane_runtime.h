@@ -47,6 +47,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   void adopt_connection(MovedConnection moved) override;
   std::vector<WorkspaceMetrics> metrics() const override;
   std::vector<EgressTimingMetrics> egress_timings() const override;
+  Result<ConnectionPage> connections(const std::string& workspace_id, uint64_t after_id, size_t limit) const override;
 
   unsigned loops() const { return static_cast<unsigned>(workers_.size()); }
 
@@ -78,6 +79,7 @@ class DataplaneRuntime final : public Runtime, private WorkerHost {
   policy::EndpointAddressPolicy address_policy_;
   std::atomic<int64_t> total_connections_{0};
   std::atomic<uint64_t> inherited_connections_{0};
+  std::atomic<uint64_t> next_connection_id_;  // starts at the wall clock in µs (see create)
   std::atomic<unsigned> next_adopting_{0};
   std::unique_ptr<AccessLog> access_log_;  // before workers_: they write to it until they stop
   std::atomic<bool> restoring_{false};     // between workspaces_restoring and workspaces_restored  // spreads adopted

@@ -279,6 +279,62 @@ void Worker::adopt(std::string workspace_id, std::shared_ptr<relay::MovedRelay> 
   loop_->post([this, id = std::move(workspace_id), moved] { adopt_on_loop(id, std::move(*moved)); });
 }
 
+void Worker::list_connections(std::string workspace_id, uint64_t after_id, size_t limit, ConnectionsFn done) {
+  loop_->post([this, id = std::move(workspace_id), after_id, limit, done = std::move(done)] {
+    std::vector<std::pair<const LoopWorkspace*, const relay::RelayConnection*>> picked;
+    auto take = [&](LoopWorkspace& ws) {
+      size_t n = 0;
+      // Connections are appended as they get their IDs, so the list is in ID order.
+      ws.connections_list.for_each_while([&](relay::RelayConnection& c) {
+        if (c.id <= after_id || c.closing() || !(c.dialing() || c.established())) return true;
+        picked.emplace_back(&ws, &c);
+        return ++n < limit;
+      });
+    };
+    if (id.empty()) {
+      for (const auto& [wid, ws] : workspaces_) take(*ws);
+    } else if (auto it = workspaces_.find(id); it != workspaces_.end()) {
+      take(*it->second);
+    }
+    auto by_id = [](const auto& a, const auto& b) { return a.second->id < b.second->id; };
+    if (picked.size() > limit) {
+      std::nth_element(picked.begin(), picked.begin() + static_cast<ptrdiff_t>(limit), picked.end(), by_id);
+      picked.resize(limit);
+    }
+    std::sort(picked.begin(), picked.end(), by_id);
+    std::vector<::kibotos::ctrl::v1::Connection> out;
+    out.reserve(picked.size());
+    for (const auto& [ws, c] : picked) out.push_back(describe(*ws, *c));
+    done(std::move(out));
+  });
+}
+
+::kibotos::ctrl::v1::Connection Worker::describe(const LoopWorkspace& ws, const relay::RelayConnection& c) const {
+  namespace v1 = ::kibotos::ctrl::v1;
+  v1::Connection v;
+  v.set_connection_id(c.id);
+  v.set_workspace_id(ws.plan->id);
+  relay::SocketAddress peer{};
+  socklen_t plen = sizeof peer;
+  if (c.guest_peer) {
+    v.set_guest_address(relay::to_string(*c.guest_peer));
+  } else if (getpeername(c.guest_fd(), &peer.sa, &plen) == 0) {
+    v.set_guest_address(relay::to_string(peer));
+  }
+  if (const auto dst = c.original_dst(); dst.sa.sa_family != AF_UNSPEC)
+    v.set_original_destination(relay::to_string(dst));
+  v.set_egress_id(c.target().egress_id());
+  v.set_egress_revision(c.target().revision_number());
+  v.set_state(c.draining()  ? v1::CONNECTION_STATE_DRAINING
+              : c.dialing() ? v1::CONNECTION_STATE_DIALING
+                            : v1::CONNECTION_STATE_RELAYING);
+  const uint64_t now = loop_->now_ms();
+  v.set_age_ms(now > c.opened_ms() ? now - c.opened_ms() : 0);
+  v.set_bytes_from_guest(c.bytes_from_guest());
+  v.set_bytes_to_guest(c.bytes_to_guest());
+  return v;
+}
+
 void Worker::adopt_on_loop(const std::string& workspace_id, relay::MovedRelay moved) {
   auto it = workspaces_.find(workspace_id);
   auto eit = egresses_.find(moved.egress_id);
@@ -299,7 +355,8 @@ relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest
   EgressStats& es = stats_for(ws, target->egress_id());
   auto* c = new relay::RelayConnection(*loop_, *this, opts_.timeouts, std::move(guest), target);
   c->owner_context = &ws;
-  ws.connections_list.push_front(*c);
+  if (opts_.next_connection_id) c->id = opts_.next_connection_id->fetch_add(1, std::memory_order_relaxed);
+  ws.connections_list.push_back(*c);  // IDs grow along the list: list_connections relies on it
   ++ws.connections;
   c->set_traffic(&es.traffic);
   if (opts_.access_log != nullptr) {  // the guest's address, for its access log line
@@ -367,8 +424,10 @@ void Worker::on_accept(LoopWorkspace& ws, UniqueFd fd) {
     es.closed[static_cast<size_t>(relay::CloseReason::dial_failed)].fetch_add(1, std::memory_order_relaxed);
     es.dial_failures.fetch_add(1, std::memory_order_relaxed);
     es.dial_failed_by[static_cast<size_t>(relay::DialCause::local)].fetch_add(1, std::memory_order_relaxed);
+    static constexpr std::string_view kUnpublished = "the Egress is not published to the data plane";
     record_failure(ws, egress_id, es, static_cast<size_t>(relay::DialCause::local),
-                   "dial failed: the Egress is not published to the data plane");
+                   "dial failed: " + std::string(kUnpublished));
+    if (opts_.access_log != nullptr) log_unpublished(ws, egress_id, fd.get(), dst, kUnpublished);
     return reset_and_close(std::move(fd));
   }
   add_connection(ws, std::move(fd), eit->second, false)->start(dst);
@@ -470,6 +529,23 @@ void Worker::log_access(const LoopWorkspace& ws, const relay::RelayConnection& c
     r.dial_cause = relay::dial_cause_name(failed_cause_);
     r.error = failed_reason_;
   }
+  opts_.access_log->write(access_log_line(r));
+}
+
+// Counted as a connection whose dial failed, so it gets its line too.
+void Worker::log_unpublished(const LoopWorkspace& ws, const std::string& egress_id, int guest_fd,
+                             const relay::SocketAddress& dst, std::string_view error) {
+  AccessRecord r;
+  r.closed_at = std::chrono::system_clock::now();
+  r.workspace_id = ws.plan->id;
+  r.egress_id = egress_id;
+  relay::SocketAddress peer{};
+  socklen_t plen = sizeof peer;
+  if (getpeername(guest_fd, &peer.sa, &plen) == 0) r.guest = relay::to_string(peer);
+  r.destination = relay::to_string(dst);
+  r.reason = relay::CloseReason::dial_failed;
+  r.dial_cause = relay::dial_cause_name(relay::DialCause::local);
+  r.error = error;
   opts_.access_log->write(access_log_line(r));
 }
 

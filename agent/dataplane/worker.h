@@ -18,6 +18,7 @@
 #include "agent/policy/route_matcher.h"
 #include "agent/policy/special_purpose.h"
 #include "agent/relay/relay_connection.h"
+#include "kibotos/ctrl/v1/workspace.pb.h"
 #include "uring/loop.h"
 
 namespace kib::dataplane {
@@ -52,6 +53,9 @@ struct WorkerOptions {
   policy::ResolverOptions resolver;
   size_t max_pending_lookups = 4096;  // per loop
   AccessLog* access_log = nullptr;    // null: off
+  // Names the connections (ListConnections), shared by all workers: each takes the
+  // next, so a later connection has a greater ID.
+  std::atomic<uint64_t>* next_connection_id = nullptr;
 };
 
 class Worker final : private relay::ConnectionObserver {
@@ -81,6 +85,12 @@ class Worker final : private relay::ConnectionObserver {
   // Relays on a connection another agent moved out. Reset when this worker does not
   // know its Workspace or Egress.
   void adopt(std::string workspace_id, std::shared_ptr<relay::MovedRelay> moved);
+  // The live connections view: up to `limit` of this loop's connections with IDs
+  // above `after_id`, the smallest, in ID order (of one Workspace, or of every one
+  // when workspace_id is empty), given to `done` on the loop's thread. Walks only
+  // the connections it skips and the ones it returns (each list is in ID order).
+  using ConnectionsFn = std::function<void(std::vector<::kibotos::ctrl::v1::Connection>)>;
+  void list_connections(std::string workspace_id, uint64_t after_id, size_t limit, ConnectionsFn done);
 
   // Loop-thread internals (used by Listener).
   struct LoopWorkspace;
@@ -110,6 +120,10 @@ class Worker final : private relay::ConnectionObserver {
                       const std::string& what);
   void retire(std::unique_ptr<LoopWorkspace> ws);
   void log_access(const LoopWorkspace& ws, const relay::RelayConnection& c);
+  // The access log line of a guest connection routed to an Egress not published here.
+  void log_unpublished(const LoopWorkspace& ws, const std::string& egress_id, int guest_fd,
+                       const relay::SocketAddress& dst, std::string_view error);
+  ::kibotos::ctrl::v1::Connection describe(const LoopWorkspace& ws, const relay::RelayConnection& c) const;
 
   const unsigned index_;
   WorkerHost& host_;

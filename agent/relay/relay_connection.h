@@ -108,6 +108,8 @@ class RelayConnection final : private uring::OpOwner,
   bool draining() const { return drain_deadline_ != 0; }
   bool closing() const { return phase_ == Phase::closing; }
   bool established() const { return phase_ == Phase::relaying; }
+  // Still dialing its Egress (resolve, connect, TLS, SOCKS5).
+  bool dialing() const { return phase_ < Phase::relaying; }
   const DialTarget& target() const { return *target_; }
   // Where its bytes are counted (the owner's; must outlive the connection).
   void set_traffic(TrafficCounters* t) { traffic_ = t; }
@@ -124,6 +126,8 @@ class RelayConnection final : private uring::OpOwner,
 
   // The owner's context (its list is uring::IntrusiveList<RelayConnection, OwnerListTag>).
   void* owner_context = nullptr;
+  // The owner's name for it (the live connections view).
+  uint64_t id = 0;
 
  private:
   enum class Phase : uint8_t { idle, resolving, connecting, handshake, relaying, moving, closing };

@@ -95,6 +95,12 @@ struct WorkspaceMetrics {
   std::optional<DnsMetrics> dns;
 };
 
+// One page of the live connections view (ListConnections).
+struct ConnectionPage {
+  std::vector<ctrl::Connection> connections;  // in ID order; open_time not set
+  bool more = false;                          // connections with greater IDs exist
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -160,6 +166,12 @@ class Runtime {
   virtual std::vector<WorkspaceMetrics> metrics() const { return {}; }
   // Every published Egress's dial latencies (the metrics endpoint).
   virtual std::vector<EgressTimingMetrics> egress_timings() const { return {}; }
+  // Up to `limit` live connections with IDs above `after_id` (of one Workspace, or
+  // of every one when workspace_id is empty); none without a data plane.
+  virtual Result<ConnectionPage> connections(const std::string& /*workspace_id*/, uint64_t /*after_id*/,
+                                             size_t /*limit*/) const {
+    return ConnectionPage{};
+  }
 };
 
 }  // namespace kib

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "agent/api/conventions/page_token.h"
 #include "agent/api/conventions/proto_bytes.h"
 #include "agent/api/conventions/quoted.h"
 #include "agent/api/services/list_page.h"
@@ -208,6 +209,33 @@ Result<ctrl::ListWorkspacesResponse> WorkspaceService::list(const ctrl::ListWork
   return resp;
 }
 
+Result<ctrl::ListConnectionsResponse> WorkspaceService::list_connections(const ctrl::ListConnectionsRequest& req) {
+  KIB_TRY_ASSIGN(auto size, effective_page_size(req.page_size()));
+  // A token names the last connection ID returned and is bound to the Workspace filter.
+  StringMap filter;
+  if (!req.workspace_id().empty()) {
+    KIB_TRY(require_id<Workspace>(req.workspace_id()));
+    KIB_TRY(env_.store.read([&](store::Transaction& txn) -> Status {
+      KIB_TRY(must_load<Workspace>(txn, req.workspace_id()));
+      return {};
+    }));
+    filter["workspace_id"] = req.workspace_id();
+  }
+  const std::string_view kind = "connection";
+  KIB_TRY_ASSIGN(auto after, parse_page_token(env_.store.page_token_secret(), kind, req.page_token(), filter));
+  KIB_TRY_ASSIGN(auto page, env_.runtime.connections(req.workspace_id(), after, size));
+  ctrl::ListConnectionsResponse resp;
+  const auto now = env_.clock();
+  for (auto& c : page.connections) {
+    *c.mutable_open_time() = to_timestamp(now - std::chrono::milliseconds(c.age_ms()));
+    *resp.add_connections() = std::move(c);
+  }
+  if (page.more && !resp.connections().empty())
+    resp.set_next_page_token(make_page_token(env_.store.page_token_secret(), kind,
+                                             resp.connections(resp.connections_size() - 1).connection_id(), filter));
+  return resp;
+}
+
 Result<ctrl::UpdateNetworkPolicyResponse> WorkspaceService::update_policy(const ctrl::UpdateNetworkPolicyRequest& req) {
   using Resp = ctrl::UpdateNetworkPolicyResponse;
   uint32_t drain = 0;
@@ -367,6 +395,8 @@ void WorkspaceService::register_methods(MethodRegistry& reg) {
       s + "UpdateWorkspaceLabels", [this](const auto& r, const CallContext&) { return update_labels(r); });
   reg.add<ctrl::UpdateWorkspaceAnnotationsRequest, ctrl::UpdateWorkspaceAnnotationsResponse>(
       s + "UpdateWorkspaceAnnotations", [this](const auto& r, const CallContext&) { return update_annotations(r); });
+  reg.add<ctrl::ListConnectionsRequest, ctrl::ListConnectionsResponse>(
+      s + "ListConnections", [this](const auto& r, const CallContext&) { return list_connections(r); });
 }
 
 }  // namespace kib::api

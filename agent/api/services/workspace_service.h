@@ -28,6 +28,7 @@ class WorkspaceService {
   Result<ctrl::UpdateWorkspaceLabelsResponse> update_labels(const ctrl::UpdateWorkspaceLabelsRequest& req);
   Result<ctrl::UpdateWorkspaceAnnotationsResponse> update_annotations(
       const ctrl::UpdateWorkspaceAnnotationsRequest& req);
+  Result<ctrl::ListConnectionsResponse> list_connections(const ctrl::ListConnectionsRequest& req);
 
   // Hands every stored Workspace to the runtime (at start, after the Egresses).
   Status publish_all();

@@ -112,6 +112,9 @@ def test_every_workspace_rpc_reaches_its_rules(api, pb):
                                          network_policy=policy)) == grpc.StatusCode.FAILED_PRECONDITION
     missing = "no-such-workspace"
     assert code_of(lambda: api.workspace("GetWorkspace", workspace_id=missing)) == grpc.StatusCode.NOT_FOUND
+    assert list(api.workspace("ListConnections").connections) == []
+    assert code_of(lambda: api.workspace("ListConnections", workspace_id=missing)) == grpc.StatusCode.NOT_FOUND
+    assert code_of(lambda: api.workspace("ListConnections", page_size=1001)) == grpc.StatusCode.INVALID_ARGUMENT
     for method, extra in (("UpdateNetworkPolicy", {"network_policy": policy}), ("DeleteWorkspace", {}),
                           ("UpdateWorkspaceLabels", {}), ("UpdateWorkspaceAnnotations", {})):
         code = code_of(lambda: api.workspace(method, command_id="grpc-" + method, workspace_id=missing, **extra))

@@ -252,6 +252,35 @@ def fds(agent):
     return proc_handles.open_fds(agent.proc.pid)
 
 
+def list_all_connections(agent, wid, total):
+    """Issue 29: the live view pages through every held connection, each once, in
+    pages of 1,000; logs the slowest page (the loops walk their lists, unlocked)."""
+    seen, token, slowest, deepest = [], "", 0.0, ""
+    for _ in range(total // 1000 + 2):
+        deepest = token or deepest
+        t = time.monotonic()
+        body = e2e.ok(e2e.call(agent, e2e.WORKSPACE + "ListConnections",
+                               {"workspaceId": wid, "pageSize": 1000, "pageToken": token}))
+        slowest = max(slowest, time.monotonic() - t)
+        seen += [int(e2e.field(c, "connection_id")) for c in e2e.field(body, "connections", [])]
+        token = e2e.field(body, "next_page_token", "")
+        if not token:
+            break
+    assert len(seen) == total and seen == sorted(set(seen)), (len(seen), total)
+
+    def timed(request, n=20):
+        ms = []
+        for _ in range(n):
+            t = time.monotonic()
+            e2e.ok(e2e.call(agent, e2e.WORKSPACE + "ListConnections", request))
+            ms.append((time.monotonic() - t) * 1000)
+        return f"median {sorted(ms)[n // 2]:.1f} ms, max {max(ms):.1f} ms"
+    # Pages of the default size (100): the first, and the one after the deepest walk.
+    last = {"workspaceId": wid, "pageToken": deepest}
+    log(f"ListConnections: {total} connections in pages of 1,000, slowest page {slowest * 1000:.0f} ms; "
+        f"first page of 100: {timed({'workspaceId': wid})}; the page of 100 after the last token: {timed(last)}")
+
+
 def test_300_workspaces_and_held_connections_past_5000_fds_then_create_update_delete(lab, agent_factory,
                                                                                      nofile, pool):
     t0 = time.monotonic()
@@ -298,6 +327,7 @@ def test_300_workspaces_and_held_connections_past_5000_fds_then_create_update_de
         assert now > FD_TARGET, f"the agent holds {now} fds, not more than {FD_TARGET}"
         st = e2e.egress_status(e2e.policy_status(agent, main_id), eid)
         assert e2e.num(st, "active_connections") == total, st
+        list_all_connections(agent, main_id, total)
 
         # Past 5,000 fds: create, update and delete Workspaces (each an nft write).
         t = time.monotonic()

@@ -113,3 +113,12 @@ TEST_CASE("--help and --version need no command") {
   CHECK(parse_ok({"--help"}).global.help);
   CHECK(parse_ok({"egress", "--help"}).group == "egress");
 }
+
+TEST_CASE("--watch belongs to workspace connections, which pages and needs a Workspace") {
+  const auto inv = parse_ok({"workspace", "connections", "ws-1", "--watch", "--all"});
+  CHECK(inv.global.watch);
+  CHECK(inv.global.all);
+  CHECK(inv.positional == "ws-1");
+  CHECK(parse_err({"workspace", "list", "--watch"}).find("unknown flag") != std::string::npos);
+  CHECK(parse_err({"workspace", "connections", "--watch"}).find("missing WORKSPACE_ID") != std::string::npos);
+}

@@ -167,3 +167,25 @@ TEST_CASE("an empty response is {} in json and nothing in a table") {
   CHECK(to_json(r).value() == "{}\n");
   CHECK(to_table(r).empty());
 }
+
+TEST_CASE("live connections render one row each: state without its prefix, age in ms below a second") {
+  v1::ListConnectionsResponse r;
+  auto* c = r.add_connections();
+  c->set_connection_id(7);
+  c->set_state(v1::CONNECTION_STATE_DRAINING);
+  c->set_age_ms(62'500);
+  c->set_guest_address("10.0.0.2:41234");
+  c->set_original_destination("[2001:db8::1]:443");
+  c->set_egress_id("eg-1");
+  c->set_egress_revision(2);
+  c->set_bytes_from_guest(10);
+  c->set_bytes_to_guest(2048);
+  auto* d = r.add_connections();
+  d->set_connection_id(8);
+  d->set_state(v1::CONNECTION_STATE_DIALING);
+  d->set_age_ms(350);
+  CHECK(to_table(r) ==
+        "ID   STATE      AGE     GUEST            DESTINATION         EGRESS ID   EGRESS REV   FROM GUEST   TO GUEST\n"
+        "7    DRAINING   1m2s    10.0.0.2:41234   [2001:db8::1]:443   eg-1        2            10           2048\n"
+        "8    DIALING    350ms   -                -                   -           0            0            0\n");
+}

@@ -5,10 +5,14 @@
 // destination refused, per-workspace limit refused, Egress not published, a new
 // revision drains older connections, delete_egress and stop() close them.
 #include <doctest/doctest.h>
+#include <netinet/in.h>
 #include <poll.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,6 +70,7 @@ struct World {
   std::atomic<uint64_t> now{1'000'000};
   Host host;
   std::atomic<int64_t> total{0};
+  std::atomic<uint64_t> next_id{100};
   kib::policy::EndpointAddressPolicy policy{{kib::policy::Cidr::parse("127.0.0.0/8").value()}};
   Socks5TestServer server;
   GuestListener listener;
@@ -73,13 +78,16 @@ struct World {
   WorkerOptions opts;
   std::unique_ptr<Worker> worker;
 
-  explicit World(Socks5Script s, uint32_t per_workspace = 100) : server(std::move(s)) {
+  explicit World(Socks5Script s, uint32_t per_workspace = 100, kib::dataplane::AccessLog* access_log = nullptr)
+      : server(std::move(s)) {
+    opts.access_log = access_log;
     opts.loop.sq_entries = 256;
     opts.loop.buffer_count = 64;
     opts.loop.file_slots = 64;
     opts.loop.clock = [this] { return now.load(); };
     opts.max_connections_per_workspace = per_workspace;
     opts.total_connections = &total;
+    opts.next_connection_id = &next_id;
     opts.address_policy = &policy;
     opts.resolver.servers = {"127.0.0.1:1"};  // never asked: the endpoints are IP literals
     worker = std::make_unique<Worker>(0, host, opts);
@@ -118,7 +126,21 @@ struct World {
   }
   std::shared_ptr<EgressStats> egress(const char* id = "eg") { return stats->egress(id); }
   std::unique_ptr<Guest> connect() { return std::make_unique<Guest>(listener.addr); }
+  // The worker's answer to list_connections, waited for.
+  std::vector<::kibotos::ctrl::v1::Connection> list(const std::string& workspace_id, uint64_t after, size_t limit) {
+    std::promise<std::vector<::kibotos::ctrl::v1::Connection>> p;
+    auto f = p.get_future();
+    worker->list_connections(workspace_id, after, limit, [&p](auto v) { p.set_value(std::move(v)); });
+    REQUIRE(f.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    return f.get();
+  }
 };
+
+std::vector<uint64_t> ids_of(const std::vector<::kibotos::ctrl::v1::Connection>& cs) {
+  std::vector<uint64_t> out;
+  for (const auto& c : cs) out.push_back(c.connection_id());
+  return out;
+}
 
 Socks5Script then(Then t) {
   Socks5Script s;
@@ -194,6 +216,31 @@ TEST_CASE("worker: a route to an Egress not published yet fails the dial") {
   CHECK(es->closed[static_cast<size_t>(kib::relay::CloseReason::dial_failed)] == 1);
   CHECK(es->last_failure().message.find("not published") != std::string::npos);
   CHECK(es->last_failure().consecutive == 1);
+}
+
+TEST_CASE("worker: a connection to an Egress not published yet has its access log line") {
+  char dir[] = "/tmp/kib-worker-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/access.log";
+  {
+    auto log = kib::dataplane::AccessLog::open(path, 100);
+    REQUIRE(log.ok());
+    World w(then(Then::echo), 100, log.value().get());
+    w.apply("127.0.0.1/32", "eg-missing");
+    auto g = w.connect();
+    REQUIRE(wait_until([&] { return g->error != 0 || g->eof; }, {g.get()}));
+    REQUIRE(wait_until([&] { return log.value()->written() == 1; }));
+    w.worker->stop();
+  }
+  std::ifstream in(path);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  CHECK(line.find("\"egress_id\":\"eg-missing\"") != std::string::npos);
+  CHECK(line.find("\"close_reason\":\"dial_failed\"") != std::string::npos);
+  CHECK(line.find("\"dial_cause\":\"local\"") != std::string::npos);
+  CHECK(line.find("\"guest\":\"127.0.0.1:") != std::string::npos);
+  CHECK_FALSE(std::getline(in, line));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("worker: a failed dial is counted with its reason") {
@@ -352,4 +399,67 @@ TEST_CASE("worker: move_connections hands established plain relays on; another w
   CHECK(w.server.seen().connections == 2);  // no connection was dialed again
   REQUIRE(wait_until([&] { return next_total == 0 && w.stats->connections == 0; }));
   next.stop();
+}
+
+TEST_CASE("worker: list_connections pages by ID, oldest first, with each connection's view") {
+  namespace v1 = ::kibotos::ctrl::v1;
+  World w(then(Then::echo));
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  std::vector<std::unique_ptr<Guest>> guests;
+  for (int i = 0; i < 5; ++i) {
+    guests.push_back(w.connect());
+    guests.back()->send("x");
+    REQUIRE(wait_until([&] { return guests.back()->in == "x"; }, {guests.back().get()}));
+  }
+  w.now += 1500;
+  const auto all = w.list("ws", 0, 10);
+  REQUIRE(ids_of(all) == std::vector<uint64_t>{100, 101, 102, 103, 104});
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& c = all[i];
+    CHECK(c.workspace_id() == "ws");
+    CHECK(c.egress_id() == "eg");
+    CHECK(c.egress_revision() == 1);
+    CHECK(c.state() == v1::CONNECTION_STATE_RELAYING);
+    CHECK(c.bytes_from_guest() == 1);
+    CHECK(c.bytes_to_guest() == 1);
+    CHECK(c.age_ms() >= 1500);
+    CHECK(c.original_destination() == "127.0.0.1:" + std::to_string(w.listener.port()));
+    // The guest's own address and port, as its socket has it.
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    REQUIRE(getsockname(guests[i]->fd.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0);
+    CHECK(c.guest_address() == "127.0.0.1:" + std::to_string(ntohs(local.sin_port)));
+  }
+  // Pages: the smallest IDs above the cursor, never one twice.
+  CHECK(ids_of(w.list("ws", 0, 2)) == std::vector<uint64_t>{100, 101});
+  CHECK(ids_of(w.list("", 101, 2)) == std::vector<uint64_t>{102, 103});
+  CHECK(ids_of(w.list("ws", 103, 2)) == std::vector<uint64_t>{104});
+  CHECK(w.list("ws", 104, 2).empty());
+  CHECK(w.list("another", 0, 10).empty());
+  // A new revision drains them: shown as draining on their own revision.
+  w.publish(2, /*drain_seconds=*/60);
+  for (const auto& c : w.list("ws", 0, 10)) {
+    CHECK(c.state() == v1::CONNECTION_STATE_DRAINING);
+    CHECK(c.egress_revision() == 1);
+  }
+  // One that ended leaves the view; the others keep their IDs.
+  guests[1]->send("", true);
+  REQUIRE(wait_until([&] { return guests[1]->eof; }, {guests[1].get()}));
+  REQUIRE(wait_until([&] { return w.list("ws", 0, 10).size() == 4; }));
+  CHECK(ids_of(w.list("ws", 0, 10)) == std::vector<uint64_t>{100, 102, 103, 104});
+}
+
+TEST_CASE("worker: a connection still dialing is listed as dialing") {
+  Socks5Script s;
+  s.handshake = Socks5Script::Handshake::stall;
+  World w(std::move(s));
+  w.publish(1);
+  w.apply("127.0.0.1/32");
+  auto g = w.connect();
+  REQUIRE(wait_until([&] { return w.egress()->active == 1; }));
+  const auto cs = w.list("ws", 0, 10);
+  REQUIRE(cs.size() == 1);
+  CHECK(cs[0].state() == ::kibotos::ctrl::v1::CONNECTION_STATE_DIALING);
+  CHECK(cs[0].bytes_from_guest() == 0);
 }
