@@ -257,6 +257,12 @@ def test_close_reasons_dial_causes_and_last_error_as_an_operator_follows_them(la
     # A new revision (another server: an identical spec is no new revision) with drain
     # 0: the ticker's connection ends at once.
     ticker = e2e.dp.start_ticker(lab, ws, dst["good"], e2e.PORT, 20)
+
+    def ticking():  # relayed, and the server's ticks reach the guest
+        cs = e2e.field(e2e.ok(e2e.call(agent, e2e.WORKSPACE + "ListConnections", {"workspaceId": wid})),
+                       "connections", []) or []
+        return any(e2e.num(c, "bytes_to_guest") > 0 for c in cs)
+    e2e.labmod.wait_for(ticking, timeout=10, what="the ticker's connection to relay")
     good = e2e.update_egress(agent, good, f"{lab.socks_v4}:1092", drain_seconds=0)
     how, _ = e2e.dp.ticker_end(ticker)
     assert how == "reset", how
