@@ -12,6 +12,7 @@ modes) and kibotos-agent (SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside 
 See docs/bench/README.md for what each figure means.
 """
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -467,8 +468,27 @@ class Bench:
         self.results["meta"]["wall_s"] = time.monotonic() - t0
 
     def write(self, out):
+        """Writes the figures to out; returns the exit code. A run in which a peer or the
+        routed path moved more than 2× from the run published in out is not published
+        there (it goes to a temp dir) unless --accept-moves gives the reason."""
         os.makedirs(out, exist_ok=True)
         report.add_ratios(self.results, [m for m in PEER_MODES if m in self.results["modes"]])
+        code = 0
+        previous = os.path.join(out, "results.json")
+        if os.path.exists(previous):
+            with open(previous) as f:
+                moves = report.moves_since(json.load(f), self.results)
+            self.results["moved_since_previous"] = moves
+            for m in moves:
+                log(f"MOVED > 2x since {m['commit']}: {m['mode']} {m['figure']} {m['before']:.4g} -> {m['now']:.4g}")
+            if any(m["kind"] in ("peer", "routed") for m in moves):
+                if self.args.accept_moves:
+                    self.results["moves_accepted"] = self.args.accept_moves
+                else:
+                    out = tempfile.mkdtemp(prefix="kibotos-bench-refused-")
+                    log(f"not published: a peer or the routed path moved more than 2x (a harness fault until "
+                        f"shown otherwise); written to {out}; --accept-moves REASON publishes it")
+                    code = 3
         self.results["charts"] = report.charts(out, self.results)
         report.write_json(out, self.results)
         report.write_markdown(out, self.results)
@@ -477,6 +497,7 @@ class Bench:
         for line in self.results["not_measured"]:
             print("- " + line)
         log(f"wrote {out}")
+        return code
 
     def cleanup(self):
         self.lab.down()
@@ -526,6 +547,9 @@ def parse_args(argv):
     ap.add_argument("--socks", choices=("auto", "dante", "microsocks"), default="auto")
     ap.add_argument("--runs", type=int, help="override the profile's runs per figure")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
+    ap.add_argument("--accept-moves", metavar="REASON",
+                    help="publish even if a peer or the routed path moved more than 2x since the run "
+                         "published in --out (the reason is written beside the figures)")
     args = ap.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     args.families = set(args.families.split(","))
@@ -590,8 +614,7 @@ def main(argv=None):
         bench.run()
     finally:
         bench.cleanup()
-    bench.write(out)
-    return 0
+    return bench.write(out)
 
 
 if __name__ == "__main__":

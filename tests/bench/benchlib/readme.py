@@ -599,8 +599,10 @@ def write(out_dir, results):
         for fam in ("throughput", "cpu", "memory", "connections", "latency"):
             if fam in charts:
                 parts.append(f"![{fam}]({charts[fam]})\n")
-    parts += ["## Results\n", report.markdown_table(results), "",
-              "Raw samples and per-run details: [results.json](results.json).", ""]
+    parts += ["## Results\n", report.markdown_table(results), ""]
+    if report.moves_text(results):
+        parts += [report.moves_text(results)]
+    parts += ["Raw samples and per-run details: [results.json](results.json).", ""]
     parts += ["## What was measured, and what was not\n"]
     measured = [v["label"] for v in results["modes"].values() if v.get("available")]
     parts.append("Measured: " + (", ".join(measured) or "nothing") + ".")

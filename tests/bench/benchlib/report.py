@@ -75,6 +75,25 @@ def add_ratios(results, peer_modes):
                 fig["ratio_best_peer"] = fig["median"] / best
 
 
+def moves_since(previous, results, factor=2.0):
+    """Every (mode, figure) whose median moved more than `factor`× either way from the
+    previous published run's: [{mode, kind, figure, before, now, commit}]. A peer or the
+    routed path moving that far had no code change of ours behind it: a harness fault
+    until shown otherwise."""
+    moves = []
+    for name, mode in results["modes"].items():
+        before_mode = previous.get("modes", {}).get(name, {})
+        for key, fig in mode.get("metrics", {}).items():
+            old = before_mode.get("metrics", {}).get(key, {}).get("median")
+            now = fig["median"]
+            if not old or not now or old <= 0 or now <= 0:
+                continue
+            if max(now / old, old / now) > factor:
+                moves.append({"mode": name, "kind": mode.get("kind", "?"), "figure": key, "before": old,
+                              "now": now, "commit": previous.get("meta", {}).get("commit", "?")[:7]})
+    return moves
+
+
 def _fmt(x):
     if x is None:
         return "–"
@@ -199,10 +218,25 @@ def write_json(out_dir, results):
         f.write("\n")
 
 
+def moves_text(results):
+    moves = results.get("moved_since_previous") or []
+    if not moves:
+        return ""
+    lines = ["**Moved more than 2× since the previous published run** (each needs a reason before "
+             "its ratios mean anything):", ""]
+    lines += [f"- {m['mode']} ({m['kind']}) {m['figure']}: {_fmt(m['before'])} at {m['commit']} → {_fmt(m['now'])}"
+              for m in moves]
+    if results.get("moves_accepted"):
+        lines += ["", f"Published anyway (`--accept-moves`): {results['moves_accepted']}"]
+    return "\n".join(lines) + "\n"
+
+
 def write_markdown(out_dir, results):
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(f"# Benchmark results ({results['meta']['profile']} run)\n\n")
         f.write(meta_lines(results) + "\n\n" + markdown_table(results) + "\n")
+        if moves_text(results):
+            f.write("\n" + moves_text(results))
 
 
 def meta_lines(results):

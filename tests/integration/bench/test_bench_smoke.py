@@ -90,3 +90,24 @@ def test_ratios_are_against_the_routed_path_and_the_best_peer(smoke):
 def test_the_lab_is_removed(smoke):
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"kbb{smoke['pid']}" not in names
+
+
+def test_a_figure_that_moved_more_than_2x_since_the_published_run_is_flagged():
+    sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "bench"))
+    from benchlib import report
+
+    def run(commit, **medians):
+        return {"meta": {"commit": commit}, "modes": {
+            name: {"kind": kind, "metrics": {"tput_1_up": {"median": v}}}
+            for name, (kind, v) in medians.items()}}
+    before = run("e7d173a0", **{"redsocks-copy": ("peer", 7.0), "kibotos-1t": ("kibotos", 7.5),
+                                "routed": ("routed", 20.0)})
+    now = run("abcdef01", **{"redsocks-copy": ("peer", 0.7), "kibotos-1t": ("kibotos", 4.0),
+                             "routed": ("routed", 41.0)})
+    moves = report.moves_since(before, now)
+    assert [(m["mode"], m["kind"], m["before"], m["now"], m["commit"]) for m in moves] == [
+        ("redsocks-copy", "peer", 7.0, 0.7, "e7d173a"), ("routed", "routed", 20.0, 41.0, "e7d173a")]
+    now["moved_since_previous"] = moves
+    text = report.moves_text(now)
+    assert "redsocks-copy (peer) tput_1_up" in text and "kibotos-1t" not in text, text
+    assert report.moves_since(before, before) == []
