@@ -286,7 +286,7 @@ void Worker::list_connections(std::string workspace_id, uint64_t after_id, size_
       size_t n = 0;
       // Connections are appended as they get their IDs, so the list is in ID order.
       ws.connections_list.for_each_while([&](relay::RelayConnection& c) {
-        if (c.id <= after_id || c.closing() || !(c.dialing() || c.established())) return true;
+        if (c.id <= after_id || !(c.dialing() || c.established())) return true;  // not closing or moving out
         picked.emplace_back(&ws, &c);
         return ++n < limit;
       });
