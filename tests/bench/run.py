@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""kibotos-agent data-plane benchmarks, in one run, on the DESIGN.md lab topology.
+"""kibotos-agent data-plane benchmarks, in one run, on the lab topology of docs/ARCHITECTURE.md.
 
     sudo tests/bench/run.py --full     # ~37 min here; writes docs/bench/
     sudo tests/bench/run.py --smoke    # seconds; writes to a temp dir (or --out)

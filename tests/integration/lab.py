@@ -1,4 +1,4 @@
-"""The DESIGN.md lab topology in throwaway network namespaces, for integration tests.
+"""The lab topology (docs/ARCHITECTURE.md, "Namespaces") in throwaway network namespaces, for integration tests.
 
     guest<i> --veth-- ws<i> (the Workspace; tproxy here) --veth-- inet
     root namespace (the agent) --veth-- socks --veth-- inet
@@ -93,6 +93,7 @@ class Lab:
         self.x = None
         self.namespaces = []
         self.root_links = []
+        self.root_routes = []  # (family, cidr) of the unreachable routes added to the root namespace
         self.processes = []
         self.workspaces = []
         self._closed = False
@@ -156,6 +157,8 @@ class Lab:
             _kill(proc)
         for link in self.root_links:
             _run([IP, "link", "del", link], check=False)
+        for family, cidr in self.root_routes:
+            _run([IP, family, "route", "del", "unreachable", cidr], check=False)
         for ns in reversed(self.namespaces):
             _run([IP, "netns", "del", ns], check=False)
 
@@ -209,8 +212,20 @@ class Lab:
     def _sysctl(self, ns, key, value):
         self.run(ns, "sysctl", "-q", "-w", f"{key}={value}")
 
+    def _lab_ranges(self):
+        """Every range this lab's addresses come from (10.20N.X.0/24, fd00:20N:X::/48)."""
+        x = self.x
+        return ([f"10.20{n}.{x}.0/24" for n in range(5)] + [f"fd00:20{n}:{x:x}::/48" for n in range(5)])
+
     def _build_core(self):
         x = self.x
+        # The agent dials from the root namespace: first make the lab's ranges
+        # unreachable there (the root veth's /28 and /64 are more specific), so that a
+        # missing route fails instead of leaving the machine.
+        for cidr in self._lab_ranges():
+            family = "-6" if ":" in cidr else "-4"
+            _run([IP, family, "route", "replace", "unreachable", cidr])
+            self.root_routes.append((family, cidr))
         self.inet = self.add_namespace("inet")
         self.socks = self.add_namespace("socks")
         # root <-> socks: the agent dials its Egresses from the root namespace.

@@ -1,4 +1,4 @@
-"""The DESIGN.md lab topology in throwaway network namespaces, for the benchmarks.
+"""The lab topology (docs/ARCHITECTURE.md, "Namespaces") in throwaway network namespaces, for the benchmarks.
 
     guest ─veth─ ws (the Workspace: tproxy / REDIRECT here) ─veth─ socks ─veth─ inet
                                    agent ns ─veth─ socks

@@ -1,6 +1,6 @@
 """Workspace attach (issue 4, items 3, 5, 6): the kernel side, through the netns library
 and netns-attach-tool standing in for the agent. Root only; each test builds its own
-lab (DESIGN.md topology) and removes it even on failure."""
+lab (the topology of docs/ARCHITECTURE.md) and removes it even on failure."""
 import os
 import re
 import subprocess
