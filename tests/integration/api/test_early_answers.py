@@ -73,3 +73,10 @@ def test_a_grpc_refusal_is_trailers_only_at_once(agent):
     assert out.ended, vars(out)
     assert out.headers.get("grpc-status") == "12", vars(out)
     assert out.body == b""
+
+
+def test_a_connect_stream_to_a_unary_method_is_415_over_http2(agent):
+    out = exchange(agent.socket_path, GET_AGENT, [("content-type", "application/connect+proto")],
+                   body=envelope(b""), end_stream=False, timeout=PROMPT)
+    assert out.status == 415, vars(out)
+    assert "application/json" in out.headers.get("accept-post", ""), vars(out)

@@ -426,6 +426,43 @@ TEST_CASE("a stream is refused by the unary protocol with 415, as connect-go doe
   CHECK(connect.answerable(r));
 }
 
+TEST_CASE("a Connect streaming request to a unary method is 415, as connect-go answers") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  for (const char* type : {"application/connect+proto", "application/connect+json"}) {
+    CAPTURE(type);
+    HttpRequest r = head(kGetEgress, type);
+    // Over HTTP/2 it is not opened as a stream but refused from its headers...
+    CHECK(router.open(r) == nullptr);
+    CHECK(router.answerable(r));
+    // ...and over HTTP/1.1 (a whole body) refused alike.
+    r.body = request_message("e1");
+    HttpResponse out = router.handle(r);
+    CHECK(out.status == 415);
+    CHECK(field(out.headers, "accept-post").starts_with("application/json, application/proto"));
+  }
+}
+
+TEST_CASE("a unary method over gRPC and gRPC-Web, and a stream over Connect streaming, are served") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  for (const char* type : {"application/grpc", "application/grpc+json", "application/grpc-web+proto"})
+    CHECK(router.open(head(kGetEgress, type)) != nullptr);
+  CHECK(router.open(head("/test.Echo/Chat", "application/connect+proto")) != nullptr);
+  CHECK(!router.answerable(head("/test.Echo/Chat", "application/connect+proto")));
+}
+
+TEST_CASE("a stream over the Connect unary content types is 415 naming the streaming ones") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  HttpRequest r = head("/test.Echo/Chat", "application/proto");
+  HttpResponse out = connect.handle(r);
+  CHECK(out.status == 415);
+  CHECK(field(out.headers, "accept-post").starts_with("application/connect+json, application/connect+proto"));
+}
+
 TEST_CASE("over HTTP/1.1 gRPC-Web is served whole and gRPC is refused Trailers-Only") {
   Registry reg;
   ConnectHandler connect(reg.registry, 1 << 20);
