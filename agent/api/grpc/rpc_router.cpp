@@ -79,7 +79,10 @@ EnvelopeCallSetup RpcRouter::setup(const HttpRequest& req, RpcContentType type) 
 bool RpcRouter::answerable(const HttpRequest& so_far) const {
   auto type = envelope_type(so_far);
   if (!type) return connect_.answerable(so_far);
-  return connect_stream_to_unary(so_far, *type);
+  // Reached over HTTP/2 only for what open() declined; over HTTP/1.1 (whole bodies)
+  // for every request: gRPC is refused there whatever the headers say.
+  return connect_stream_to_unary(so_far, *type) || type->protocol == RpcProtocol::grpc ||
+         setup(so_far, *type).refusal.has_value();
 }
 
 std::unique_ptr<StreamingCall> RpcRouter::open(const HttpRequest& head) const {

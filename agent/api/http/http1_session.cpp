@@ -230,6 +230,15 @@ int Http1Session::on_headers_complete(http_parser* p) {
     s->close_after_ = true;
     return 1;  // skip the body: the request completes now and is refused
   }
+  // A refusal the headers decide (unknown path, content type, method) goes out now, as
+  // over HTTP/2, not after a body the client may never end: the body is left unread, so
+  // the answer says "connection: close" and the connection closes once it is out. With
+  // no body to come, the request is complete anyway and answered in turn.
+  const bool body_follows = (p->flags & F_CHUNKED) || (p->content_length != ULLONG_MAX && p->content_length > 0);
+  if (body_follows && s->handler_.answerable(req)) {
+    s->close_after_ = true;
+    return 1;
+  }
   const std::string* expect = req.header("expect");
   if (expect != nullptr && lower(*expect) == "100-continue") {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";

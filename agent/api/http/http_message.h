@@ -68,6 +68,8 @@ class HttpHandler {
   // before the request side ends: the headers already decide a refusal (unknown path,
   // content type, method), or the body already holds the whole message. A client that
   // keeps its side open waiting for an answer must not wait for the idle timeout.
+  // HTTP/2 asks for requests open() declined; HTTP/1.1 asks once the headers are in
+  // with a body to come (true there means a refusal: the body is left unread).
   virtual bool answerable(const HttpRequest& so_far) const {
     (void)so_far;
     return false;

@@ -201,3 +201,58 @@ TEST_CASE("Connection: close is honoured") {
   CHECK(r.find("connection: close") != std::string::npos);
   CHECK(r.find("\"x\"") != std::string::npos);
 }
+
+TEST_CASE("a refusal the headers decide goes out before the body, with connection: close") {
+  const std::string path = "/kibotos.ctrl.v1.EgressService/GetEgress";
+  struct Case {
+    std::string request_head;
+    const char* status_line;
+  };
+  const Case cases[] = {
+      {"POST /kibotos.ctrl.v1.EgressService/NoSuchMethod HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+       "Content-Length: 100\r\n\r\n",
+       "HTTP/1.1 404 "},
+      {"POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n",
+       "HTTP/1.1 415 "},
+      {"PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+       "HTTP/1.1 405 "},
+      // Chunked: no length says how much is to come; the refusal does not wait for it either.
+      {"POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n",
+       "HTTP/1.1 404 "},
+      // Nor for the client that asked whether to send its body.
+      {"POST " + path +
+           " HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nExpect: 100-continue\r\n"
+           "Content-Length: 100\r\n\r\n",
+       "HTTP/1.1 415 "},
+  };
+  for (const auto& [request_head, status_line] : cases) {
+    CAPTURE(request_head);
+    Connection c;
+    c.send(request_head);  // the body is never sent: the answer must not wait for it
+    std::string r = c.read_until("\r\n\r\n");
+    CHECK(r.rfind(status_line, 0) == 0);
+    CHECK(r.find("connection: close\r\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("the body of a request refused early is never read as a request") {
+  Connection c;
+  const std::string smuggled = post(R"({"egressId":"smuggled"})");
+  c.send("POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  ::shutdown(c.client.get(), SHUT_WR);  // the agent's drain of the unread body ends here
+  std::string r = c.read_all();
+  CHECK(r.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(r.find("smuggled") == std::string::npos);
+}
+
+TEST_CASE("a request without a body to come is answered in turn and keeps the connection") {
+  Connection c;
+  c.send("POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n");
+  std::string r = c.read_until("}");
+  CHECK(r.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(r.find("connection: close") == std::string::npos);
+  c.send(post(R"({"egressId":"next"})"));
+  CHECK(c.read_until("\"}}").find("\"next\"") != std::string::npos);
+}
