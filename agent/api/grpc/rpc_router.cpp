@@ -55,6 +55,7 @@ EnvelopeCallSetup RpcRouter::setup(const HttpRequest& req, RpcContentType type) 
   s.type = type;
   s.max_message_bytes = max_body_bytes();
   s.context.peer = req.peer;
+  s.context.waker = req.waker;
   const bool connect = type.protocol == RpcProtocol::connect_stream;
   const std::string* encoding = req.header(connect ? "connect-content-encoding" : "grpc-encoding");
   s.request_gzip = encoding != nullptr && *encoding == kGzip;
