@@ -256,3 +256,13 @@ TEST_CASE("a request without a body to come is answered in turn and keeps the co
   c.send(post(R"({"egressId":"next"})"));
   CHECK(c.read_until("\"}}").find("\"next\"") != std::string::npos);
 }
+
+TEST_CASE("a refused request whose body came with its headers is answered in turn, keeping the connection") {
+  Connection c;
+  c.send("POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+  std::string r = c.read_until("}");
+  CHECK(r.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(r.find("connection: close") == std::string::npos);
+  c.send(post(R"({"egressId":"next"})"));
+  CHECK(c.read_until("\"}}").find("\"next\"") != std::string::npos);
+}
