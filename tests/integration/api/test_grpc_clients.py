@@ -10,6 +10,9 @@ import sys
 import time
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 
 from h2_raw import envelope, exchange
@@ -258,6 +261,51 @@ def test_health_watch_ends_at_take_over_and_the_new_agent_serves_it(agent_factor
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE
     with grpc.insecure_channel("unix:" + a.socket_path) as channel:
         assert next(watch(channel, pb, timeout=30)).status == h.SERVING
+
+
+def test_health_watch_over_mtls(mtls, pb):
+    a, pki, port, (cert, key) = mtls
+    h = pb["health"].HealthCheckResponse
+    creds = grpc.ssl_channel_credentials(root_certificates=read(pki.ca_cert), private_key=read(key),
+                                         certificate_chain=read(cert))
+    with grpc.secure_channel("127.0.0.1:%d" % port, creds) as channel:
+        stream = watch(channel, pb, timeout=30)
+        assert next(stream).status == h.SERVING
+        assert Api(channel, pb).get_agent(timeout=10).agent.version  # TLS records both ways meanwhile
+        a.signal(signal.SIGTERM)
+        assert next(stream).status == h.NOT_SERVING
+    assert a.stop() == 0
+
+
+def test_a_watching_client_that_answers_no_ping_is_closed(agent_factory, pb):
+    """The other side of the idle timeout rule: a Watch's client that is gone (here:
+    one that reads but never answers the agent's PING) does not hold its connection."""
+    a = agent_factory(config={"api": {"idle_timeout": "1s"}})
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(a.socket_path)
+    conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding=None))
+    conn.initiate_connection()
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", "localhost"),
+                            (":path", "/grpc.health.v1.Health/Watch"), ("content-type", "application/grpc"),
+                            ("te", "trailers")])
+    conn.send_data(sid, envelope(pb["health"].HealthCheckRequest().SerializeToString()), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    start, pinged, messages = time.monotonic(), False, b""
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            break
+        for ev in conn.receive_data(data):
+            pinged = pinged or isinstance(ev, h2.events.PingReceived)
+            if isinstance(ev, h2.events.DataReceived):
+                messages += ev.data
+        # What h2 queues in answer (the PING's ACK among it) is never sent.
+    sock.close()
+    assert messages.startswith(envelope(pb["health"].HealthCheckResponse(status=1).SerializeToString()))
+    assert pinged
+    assert 1.5 < time.monotonic() - start < 8  # two idle timeouts, not one, not never
 
 
 def test_health_watch_over_http1_is_unimplemented(agent):
