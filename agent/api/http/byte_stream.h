@@ -23,6 +23,9 @@ class ByteStream {
   // receiving began (nullopt: none, the connection waits for one). A stream that
   // enforces api.request_timeout (DeadlineStream) ends the read at that deadline.
   virtual void request_pending_since(std::optional<std::chrono::steady_clock::time_point>) {}
+  // Reads end by `until` at the latest (< 0, ETIMEDOUT), whatever else allows: the
+  // bounded drain before a close. A stream without a deadline of its own ignores it.
+  virtual void end_reads_by(std::chrono::steady_clock::time_point until) { (void)until; }
   // The session tells, before each wait, whether it holds a stream that waits for
   // events rather than for the client (a health Watch): the connection is not idle.
   virtual void holds_waiting_stream(bool) {}

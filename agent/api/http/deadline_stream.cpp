@@ -25,6 +25,11 @@ std::optional<std::chrono::milliseconds> DeadlineStream::time_left() {
   } else if (idle_since_.load(std::memory_order_relaxed) < 0) {
     idle_since_.store(now_ms(), std::memory_order_relaxed);
   }
+  if (reads_end_) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*reads_end_ - Clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    timeout = std::min(timeout, left);
+  }
   return timeout;
 }
 

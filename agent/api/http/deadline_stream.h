@@ -30,6 +30,7 @@ class DeadlineStream final : public ByteStream {
   bool write_all(const void* data, size_t len) override { return inner_.write_all(data, len); }
   void request_pending_since(std::optional<Clock::time_point> began) override { began_ = began; }
   void holds_waiting_stream(bool waiting) override { waiting_ = waiting; }
+  void end_reads_by(Clock::time_point until) override { reads_end_ = until; }
   // timed_out once the idle timeout or the pending request's deadline passed.
   Wait wait_readable(int wake_fd) override;
   bool buffered() const override { return inner_.buffered(); }
@@ -37,8 +38,8 @@ class DeadlineStream final : public ByteStream {
   static int64_t now_ms();
 
  private:
-  // The time this read or wait may take (nullopt: the request's deadline passed), and
-  // the idle mark the server sheds by.
+  // The time this read or wait may take (nullopt: the request's deadline or
+  // end_reads_by passed), and the idle mark the server sheds by.
   std::optional<std::chrono::milliseconds> time_left();
   void set_read_timeout(std::chrono::milliseconds t);
 
@@ -49,6 +50,7 @@ class DeadlineStream final : public ByteStream {
   std::atomic<int64_t>& idle_since_;
   std::optional<Clock::time_point> began_;
   bool waiting_ = false;
+  std::optional<Clock::time_point> reads_end_;
   std::chrono::milliseconds timeout_set_{-1};
 };
 

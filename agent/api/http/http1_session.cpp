@@ -154,6 +154,9 @@ void Http1Session::drain_after_early_response() {
   char buf[16384];
   size_t budget = handler_.max_body_bytes() * 2;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // Each read too: a client that neither sends nor closes holds the connection for
+  // these 2 s, not for the idle or request timeout.
+  stream_.end_reads_by(until);
   while (budget > 0 && std::chrono::steady_clock::now() < until) {
     ssize_t n = stream_.read(buf, sizeof buf);
     if (n <= 0) return;

@@ -3,11 +3,14 @@
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "agent/api/connect/connect_handler.h"
 #include "agent/api/http/byte_stream.h"
 #include "agent/api/http/connection.h"
+#include "agent/api/http/deadline_stream.h"
 #include "agent/common/unique_fd.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 
@@ -265,4 +268,30 @@ TEST_CASE("a refused request whose body came with its headers is answered in tur
   CHECK(r.find("connection: close") == std::string::npos);
   c.send(post(R"({"egressId":"next"})"));
   CHECK(c.read_until("\"}}").find("\"next\"") != std::string::npos);
+}
+
+TEST_CASE("after an early refusal a client that neither sends its body nor closes is closed within seconds") {
+  // The agent's own stream: api.idle_timeout 60 s, api.request_timeout 30 s.
+  kib::api::MethodRegistry registry;
+  kib::api::ConnectHandler handler(registry, 1 << 20);
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  UniqueFd client(fds[0]), server(fds[1]);
+  std::atomic<int64_t> idle{-1};
+  std::thread t([&] {
+    kib::api::SocketStream socket(server.get());
+    kib::api::DeadlineStream s(socket, server.get(), std::chrono::seconds(60), std::chrono::seconds(30), idle);
+    kib::api::serve_connection(s, handler, "test");
+    ::shutdown(server.get(), SHUT_RDWR);
+  });
+  const std::string head =
+      "POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+  REQUIRE(::send(client.get(), head.data(), head.size(), MSG_NOSIGNAL) == (ssize_t)head.size());
+  const auto start = std::chrono::steady_clock::now();
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(client.get(), buf, sizeof buf, 0)) > 0;) got.append(buf, n);  // until the close
+  CHECK(got.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  t.join();
 }

@@ -1,6 +1,6 @@
 // Waking a connection's session from another thread: the eventfd it polls beside its
-// socket (SessionWaker, DeadlineStream::wait_readable), and the idle mark a waiting
-// stream (a health Watch) clears.
+// socket (SessionWaker, DeadlineStream::wait_readable), the idle mark a waiting
+// stream (a health Watch) clears, and the bound on a drain's reads (end_reads_by).
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -97,4 +97,17 @@ TEST_CASE("stop wakes the session and says so") {
   CHECK((*waker)->stopping());
   pollfd pfd{(*waker)->fd(), POLLIN, 0};
   CHECK(::poll(&pfd, 1, 0) == 1);
+}
+
+TEST_CASE("end_reads_by bounds a read the idle timeout would let block") {
+  Pair p;
+  SocketStream socket(p.server.get());
+  std::atomic<int64_t> idle{-1};
+  DeadlineStream s(socket, p.server.get(), 60s, 30s, idle);
+  const auto start = std::chrono::steady_clock::now();
+  s.end_reads_by(start + 100ms);
+  char c = 0;
+  CHECK(s.read(&c, 1) < 0);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(s.read(&c, 1) < 0);  // past it: at once
 }
