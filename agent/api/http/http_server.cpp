@@ -179,9 +179,12 @@ void HttpServer::serve(Worker& w, Kind kind) {
     }
   }
   if (w.waker) w.waker->set_waiting_streams(0);  // its streams ended with it: stop() need not wait
+  // Its slot is free before the peer sees the end: a client that reconnects at once is
+  // not refused at api.max_connections for it. (The reaper joins this thread before it
+  // closes the fd.)
+  w.done.store(true);
   // The peer sees the end now; the fd itself is closed when the worker is reaped.
   ::shutdown(fd, SHUT_RDWR);
-  w.done.store(true);
 }
 
 void HttpServer::reap_finished() {
