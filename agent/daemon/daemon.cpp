@@ -93,7 +93,7 @@ enum class HandOver { kept_serving, handed_over, failed };
 // The running agent's side of a take-over (handover.h). Nothing changes here until
 // the request is known to be one this agent can serve.
 HandOver hand_over(UniqueFd peer, const Config& config, api::HttpServer& server, Wiring& wiring,
-                   HandoverListener& listener, std::atomic<bool>& ready) {
+                   HandoverListener& listener, api::Readiness& ready) {
   auto request = receive_handover(peer.get(), std::chrono::seconds(5));
   std::string refusal;
   if (!request.ok())
@@ -109,7 +109,7 @@ HandOver hand_over(UniqueFd peer, const Config& config, api::HttpServer& server,
     return HandOver::kept_serving;
   }
   spdlog::info("handing the API and the store over to a new agent");
-  ready.store(false);
+  ready.set(false);
   auto api = server.hand_over();
   if (!api.ok()) {
     spdlog::error("take-over failed: {}; exiting", api.error().message);
@@ -241,7 +241,7 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
   if (const size_t left = netns::clear_inherited_listeners(); left > 0)
     spdlog::info("--take-over: {} handed-over listeners were not needed", left);
   // Health answers SERVING between READY=1 and STOPPING=1, as systemd is told.
-  std::atomic<bool> ready{false};
+  api::Readiness ready;
   api::HealthCheck health(ready, registry.services());
   health.register_methods(registry);
   api::ServerReflection reflection(registry.services());
@@ -282,7 +282,7 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
   if (!handover.ok()) spdlog::error("take-over unavailable: {}", handover.error().message);
   HandoverListener* listener = handover.ok() ? &handover.value() : nullptr;
   sd_notify(0, "READY=1");
-  ready.store(true);
+  ready.set(true);
   for (;;) {
     const Event e = wait_event(*signals, listener);
     if (e == Event::stop) break;
@@ -302,7 +302,8 @@ int serve(const Config& config, const Options& options, const std::string& exe) 
       case HandOver::handed_over: drain(*wiring->runtime, *signals, config.restart.drain_timeout); return 0;
     }
   }
-  ready.store(false);
+  // Before the server stops: its health Watch streams send NOT_SERVING, then end.
+  ready.set(false);
   sd_notify(0, "STOPPING=1");
   spdlog::info("stopping");
   server.stop();

@@ -93,6 +93,7 @@ class Server {
     require(cp.ok(), "the control plane opens");
     plane_ = std::move(cp).value();
     plane_->register_methods(registry_);
+    ready_.set(true);
     health_.register_methods(registry_);
     reflection_ = std::make_unique<api::ServerReflection>(registry_.services());
     reflection_->register_methods(registry_);
@@ -115,7 +116,7 @@ class Server {
   IdleRuntime runtime_;
   std::unique_ptr<api::ControlPlane> plane_;
   api::MethodRegistry registry_;
-  std::atomic<bool> ready_{true};
+  api::Readiness ready_;
   api::HealthCheck health_{ready_, {}};
   std::unique_ptr<api::ServerReflection> reflection_;
   api::ConnectHandler connect_{registry_, 1 << 20};

@@ -32,13 +32,6 @@ Result<std::string> request_body(const HttpRequest& req, size_t max_body_bytes) 
   return Error{Code::unimplemented, "content-encoding \"" + *e + "\" is not supported (gzip is)"};
 }
 
-HttpResponse unsupported_media_type() {
-  HttpResponse r;
-  r.status = 415;
-  r.headers.emplace_back("accept-post", "application/json, application/proto");
-  return r;
-}
-
 HttpResponse method_not_allowed() {
   HttpResponse r = connect_error_response(Error{Code::unimplemented, "only POST is supported"}, 405);
   r.headers.emplace_back("allow", "POST");
@@ -46,6 +39,17 @@ HttpResponse method_not_allowed() {
 }
 
 }  // namespace
+
+HttpResponse unsupported_media_type(bool streaming) {
+  HttpResponse r;
+  r.status = 415;
+  r.headers.emplace_back("accept-post",
+                         std::string(streaming ? "application/connect+json, application/connect+proto"
+                                               : "application/json, application/proto") +
+                             ", application/grpc, application/grpc+json, application/grpc+proto, "
+                             "application/grpc-web, application/grpc-web+json, application/grpc-web+proto");
+  return r;
+}
 
 Result<std::chrono::steady_clock::time_point> connect_deadline(const std::string* header,
                                                                std::chrono::steady_clock::time_point now) {
@@ -89,7 +93,7 @@ HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   if (req.method != "POST") return method_not_allowed();
   const std::string* content_type = req.header("content-type");
   auto codec = codec_for_content_type(content_type ? *content_type : "");
-  if (!codec) return unsupported_media_type();
+  if (!codec) return unsupported_media_type(false);
 
   if (req.body_too_large || req.body.size() > max_body_bytes_)
     return connect_error_response(
@@ -102,7 +106,7 @@ HttpResponse ConnectHandler::dispatch(const HttpRequest& req) const {
   if (method == nullptr)
     return connect_error_response(Error{Code::unimplemented, "unknown method /" + std::string(path)}, 404);
   // A stream is not served by the unary protocol (connect-go answers 415 too).
-  if (method->streaming) return unsupported_media_type();
+  if (method->streaming) return unsupported_media_type(true);
   auto deadline = connect_deadline(req.header("connect-timeout-ms"), now);
   if (!deadline.ok()) return connect_error_response(deadline.error());
 

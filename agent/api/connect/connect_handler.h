@@ -17,6 +17,11 @@ namespace kib::api {
 Result<std::chrono::steady_clock::time_point> connect_deadline(const std::string* header,
                                                                std::chrono::steady_clock::time_point now);
 
+// A 415 for a method of that kind, with the Accept-Post connect-go's handlers for it
+// send: the Connect content types differ by kind (application/json|proto for a unary
+// method, application/connect+json|proto for a stream); gRPC and gRPC-Web take both.
+HttpResponse unsupported_media_type(bool streaming);
+
 class ConnectHandler final : public HttpHandler {
  public:
   // registry must outlive the handler; it is read-only once serving starts.

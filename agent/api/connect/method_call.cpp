@@ -21,4 +21,17 @@ Result<MessagePtr> call_method(const Method& method, Codec codec, const std::str
   }
 }
 
+Result<std::unique_ptr<ServerStream>> open_method_stream(const Method& method, Codec codec, const std::string& payload,
+                                                         const CallContext& ctx) {
+  try {
+    MessagePtr request(method.request_prototype->New());
+    KIB_TRY(decode_message(codec, payload, *request));
+    return method.open_stream(*request, ctx);
+  } catch (const std::exception& e) {
+    return Error{Code::internal, std::string("internal error: ") + e.what()};
+  } catch (...) {
+    return Error{Code::internal, "internal error"};
+  }
+}
+
 }  // namespace kib::api

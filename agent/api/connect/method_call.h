@@ -13,5 +13,8 @@ namespace kib::api {
 // answers what the caller saw: deadline_exceeded, "the call exceeded <timeout>".
 Result<MessagePtr> call_method(const Method& method, Codec codec, const std::string& payload, const CallContext& ctx,
                                std::string_view timeout);
+// A server stream's opening (Method::open_stream), decoded and guarded alike.
+Result<std::unique_ptr<ServerStream>> open_method_stream(const Method& method, Codec codec, const std::string& payload,
+                                                         const CallContext& ctx);
 
 }  // namespace kib::api

@@ -40,7 +40,39 @@ void EnvelopeCall::on_body(std::string_view data, bool end, StreamOutput& out) {
   if (reader_.pending() > 0) return finish(Error{Code::invalid_argument, "the request ends inside a message"}, out);
   if (!setup_.method->streaming)  // connect-go's words and code for it
     return finish(Error{Code::unimplemented, "unary request has no message"}, out);
+  if (setup_.method->open_stream) {
+    // A server stream goes on after its request side ends: that is its normal shape.
+    if (!source_) finish(Error{Code::unimplemented, "server streaming request has no message"}, out);
+    return;
+  }
   finish(Status{}, out);
+}
+
+void EnvelopeCall::on_wake(StreamOutput& out) {
+  if (source_ && !finished_) poll_source(out);
+}
+
+void EnvelopeCall::on_stop(StreamOutput& out) {
+  if (source_ && !finished_) finish(Error{Code::unavailable, "the agent is stopping"}, out);
+}
+
+void EnvelopeCall::open_server_stream(const std::string& payload, StreamOutput& out) {
+  if (source_) return finish(Error{Code::invalid_argument, "a server stream takes one request message"}, out);
+  auto source = open_method_stream(*setup_.method, setup_.type.codec, payload, setup_.context);
+  if (!source.ok()) return finish(source.error(), out);
+  source_ = std::move(*source);
+  // The head goes out at once: a client sees the stream accepted before its first event.
+  send_head(out);
+  poll_source(out);
+}
+
+void EnvelopeCall::poll_source(StreamOutput& out) {
+  auto messages = source_->poll();
+  if (!messages.ok()) return finish(messages.error(), out);
+  for (const auto& m : *messages) {
+    if (finished_) return;
+    send_message(*m, out);
+  }
 }
 
 void EnvelopeCall::handle_message(Envelope envelope, StreamOutput& out) {
@@ -54,6 +86,7 @@ void EnvelopeCall::handle_message(Envelope envelope, StreamOutput& out) {
     if (!plain.ok()) return finish(plain.error(), out);
     payload = std::move(*plain);
   }
+  if (setup_.method->open_stream) return open_server_stream(payload, out);
   auto result = call_method(*setup_.method, setup_.type.codec, payload, setup_.context, "its timeout");
   if (!result.ok()) return finish(std::move(result).error(), out);
   send_message(**result, out);
@@ -89,6 +122,7 @@ void EnvelopeCall::send_head(StreamOutput& out) {
 void EnvelopeCall::finish(const Status& status, StreamOutput& out) {
   if (finished_) return;
   finished_ = true;
+  source_.reset();  // a Watch stops watching now, not when its stream is closed
   const bool trailers_only = !head_sent_;
   send_head(out);
   out.finished = true;

@@ -33,17 +33,26 @@ class EnvelopeCall final : public StreamingCall {
   explicit EnvelopeCall(EnvelopeCallSetup setup) : setup_(std::move(setup)), reader_(setup_.max_message_bytes) {}
 
   void on_body(std::string_view data, bool end, StreamOutput& out) override;
+  // A server stream sends what its source has now.
+  void on_wake(StreamOutput& out) override;
+  // A server stream ends with unavailable: clients reconnect to the next agent.
+  void on_stop(StreamOutput& out) override;
+  bool waiting() const override { return source_ != nullptr && !finished_; }
 
   bool finished() const { return finished_; }
 
  private:
   void handle_message(Envelope envelope, StreamOutput& out);
+  void open_server_stream(const std::string& payload, StreamOutput& out);
+  void poll_source(StreamOutput& out);
   void send_message(const google::protobuf::Message& message, StreamOutput& out);
   void finish(const Status& status, StreamOutput& out);
   void send_head(StreamOutput& out);
 
   EnvelopeCallSetup setup_;
   EnvelopeReader reader_;
+  // A server stream's source, once its request message opened it.
+  std::unique_ptr<ServerStream> source_;
   bool head_sent_ = false;
   bool finished_ = false;
 };

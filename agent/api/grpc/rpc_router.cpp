@@ -39,11 +39,23 @@ HttpResponse run_whole(EnvelopeCall& call, const std::string& body) {
 
 }  // namespace
 
+// connect-go's Connect handler for a unary method takes only the unary content types:
+// a Connect streaming request to it is 415, never served (gRPC and gRPC-Web have one
+// content type for both kinds).
+bool RpcRouter::connect_stream_to_unary(const HttpRequest& req, RpcContentType type) const {
+  if (type.protocol != RpcProtocol::connect_stream) return false;
+  std::string_view path = req.path;
+  if (path.starts_with('/')) path.remove_prefix(1);
+  const Method* method = registry_.find(std::string(path));
+  return method != nullptr && !method->streaming;
+}
+
 EnvelopeCallSetup RpcRouter::setup(const HttpRequest& req, RpcContentType type) const {
   EnvelopeCallSetup s;
   s.type = type;
   s.max_message_bytes = max_body_bytes();
   s.context.peer = req.peer;
+  s.context.waker = req.waker;
   const bool connect = type.protocol == RpcProtocol::connect_stream;
   const std::string* encoding = req.header(connect ? "connect-content-encoding" : "grpc-encoding");
   s.request_gzip = encoding != nullptr && *encoding == kGzip;
@@ -66,18 +78,24 @@ EnvelopeCallSetup RpcRouter::setup(const HttpRequest& req, RpcContentType type) 
 }
 
 bool RpcRouter::answerable(const HttpRequest& so_far) const {
-  return !envelope_type(so_far) && connect_.answerable(so_far);
+  auto type = envelope_type(so_far);
+  if (!type) return connect_.answerable(so_far);
+  // Reached over HTTP/2 only for what open() declined; over HTTP/1.1 (whole bodies)
+  // for every request: gRPC is refused there whatever the headers say.
+  return connect_stream_to_unary(so_far, *type) || type->protocol == RpcProtocol::grpc ||
+         setup(so_far, *type).refusal.has_value();
 }
 
 std::unique_ptr<StreamingCall> RpcRouter::open(const HttpRequest& head) const {
   auto type = envelope_type(head);
-  if (!type) return nullptr;
+  if (!type || connect_stream_to_unary(head, *type)) return nullptr;
   return std::make_unique<EnvelopeCall>(setup(head, *type));
 }
 
 HttpResponse RpcRouter::handle(const HttpRequest& req) const {
   auto type = envelope_type(req);
   if (!type) return connect_.handle(req);
+  if (connect_stream_to_unary(req, *type)) return unsupported_media_type(false);
   EnvelopeCallSetup s = setup(req, *type);
   // gRPC's status travels in HTTP/2 trailers, which this HTTP/1.1 transport does not
   // send: only an answer without a message (Trailers-Only) can be given.

@@ -24,6 +24,8 @@ class RpcRouter final : public HttpHandler {
   EnvelopeCallSetup setup(const HttpRequest& head, RpcContentType type) const;
 
  private:
+  bool connect_stream_to_unary(const HttpRequest& req, RpcContentType type) const;
+
   const MethodRegistry& registry_;
   const ConnectHandler& connect_;
 };

@@ -23,6 +23,23 @@ class ByteStream {
   // receiving began (nullopt: none, the connection waits for one). A stream that
   // enforces api.request_timeout (DeadlineStream) ends the read at that deadline.
   virtual void request_pending_since(std::optional<std::chrono::steady_clock::time_point>) {}
+  // Reads end by `until` at the latest (< 0, ETIMEDOUT), whatever else allows: the
+  // bounded drain before a close. A stream without a deadline of its own ignores it.
+  virtual void end_reads_by(std::chrono::steady_clock::time_point until) { (void)until; }
+  // The session tells, before each wait, whether it holds a stream that waits for
+  // events rather than for the client (a health Watch): the connection is not idle.
+  virtual void holds_waiting_stream(bool) {}
+
+  enum class Wait { readable, woken, timed_out };
+  // Waits until read() has something to return (bytes, the end, an error), `wake_fd` is
+  // readable, or the stream's time limit passes. A stream that cannot poll says
+  // readable at once: its read() then blocks as before, and wakes wait for it.
+  virtual Wait wait_readable(int wake_fd) {
+    (void)wake_fd;
+    return Wait::readable;
+  }
+  // Bytes already inside the stream (a TLS record), which polling the socket misses.
+  virtual bool buffered() const { return false; }
 };
 
 // A plain socket; does not own the fd.

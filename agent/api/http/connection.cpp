@@ -8,7 +8,8 @@
 
 namespace kib::api {
 
-void serve_connection(ByteStream& stream, const HttpHandler& handler, const std::string& peer) {
+void serve_connection(ByteStream& stream, const HttpHandler& handler, const std::string& peer,
+                      std::shared_ptr<SessionWaker> waker) {
   static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   std::string initial;
   char buf[4096];
@@ -21,7 +22,7 @@ void serve_connection(ByteStream& stream, const HttpHandler& handler, const std:
     if (std::string_view(initial).substr(0, common) != kPreface.substr(0, common)) break;
   }
   if (std::string_view(initial).starts_with(kPreface)) {
-    Http2Session(stream, handler, peer).serve(initial);
+    Http2Session(stream, handler, peer, std::move(waker)).serve(initial);
   } else {
     Http1Session(stream, handler, peer).serve(initial);
   }

@@ -29,10 +29,18 @@ class DeadlineStream final : public ByteStream {
   ssize_t read(void* buf, size_t len) override;
   bool write_all(const void* data, size_t len) override { return inner_.write_all(data, len); }
   void request_pending_since(std::optional<Clock::time_point> began) override { began_ = began; }
+  void holds_waiting_stream(bool waiting) override { waiting_ = waiting; }
+  void end_reads_by(Clock::time_point until) override { reads_end_ = until; }
+  // timed_out once the idle timeout or the pending request's deadline passed.
+  Wait wait_readable(int wake_fd) override;
+  bool buffered() const override { return inner_.buffered(); }
 
   static int64_t now_ms();
 
  private:
+  // The time this read or wait may take (nullopt: the request's deadline or
+  // end_reads_by passed), and the idle mark the server sheds by.
+  std::optional<std::chrono::milliseconds> time_left();
   void set_read_timeout(std::chrono::milliseconds t);
 
   ByteStream& inner_;
@@ -41,6 +49,8 @@ class DeadlineStream final : public ByteStream {
   const std::chrono::milliseconds request_timeout_;
   std::atomic<int64_t>& idle_since_;
   std::optional<Clock::time_point> began_;
+  bool waiting_ = false;
+  std::optional<Clock::time_point> reads_end_;
   std::chrono::milliseconds timeout_set_{-1};
 };
 

@@ -54,7 +54,15 @@ bool Http1Session::feed(const char* data, size_t len) {
         break;
       }
     }
-    const bool written = answer_ready();
+    bool written = answer_ready();
+    if (written && refused_by_headers_ && !closing_) {
+      // Refused by its headers with its body still to come: answered now, as over
+      // HTTP/2, not after a body the client may never send. The rest of the body is
+      // left unread, so the connection closes after the answer ("connection: close").
+      refused_by_headers_ = false;
+      close_after_ = true;
+      written = write_response(handler_.handle(current_), false);
+    }
     if (close_after_) {
       // Answered without reading the body: let the client finish sending, then close.
       if (written) drain_after_early_response();
@@ -146,6 +154,9 @@ void Http1Session::drain_after_early_response() {
   char buf[16384];
   size_t budget = handler_.max_body_bytes() * 2;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // Each read too: a client that neither sends nor closes holds the connection for
+  // these 2 s, not for the idle or request timeout.
+  stream_.end_reads_by(until);
   while (budget > 0 && std::chrono::steady_clock::now() < until) {
     ssize_t n = stream_.read(buf, sizeof buf);
     if (n <= 0) return;
@@ -230,6 +241,11 @@ int Http1Session::on_headers_complete(http_parser* p) {
     s->close_after_ = true;
     return 1;  // skip the body: the request completes now and is refused
   }
+  // A refusal the headers decide (unknown path, content type, method): feed() answers it
+  // as soon as the bytes at hand are parsed, unless the body was among them.
+  const bool body_follows = (p->flags & F_CHUNKED) || (p->content_length != ULLONG_MAX && p->content_length > 0);
+  s->refused_by_headers_ = body_follows && s->handler_.answerable(req);
+  if (s->refused_by_headers_) return 0;  // and no 100 Continue: the body is not wanted
   const std::string* expect = req.header("expect");
   if (expect != nullptr && lower(*expect) == "100-continue") {
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -255,6 +271,7 @@ int Http1Session::on_message_complete(http_parser* p) {
   Http1Session* s = self(p);
   s->ready_.push_back(Pending{std::move(s->current_), http_should_keep_alive(p) != 0});
   s->current_ = HttpRequest{};
+  s->refused_by_headers_ = false;  // whole after all: answered in turn, keep-alive kept
   s->request_began_.reset();
   return 0;
 }

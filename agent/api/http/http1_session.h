@@ -69,9 +69,12 @@ class Http1Session {
   // before them. Together they tell an obs-fold continuation from a value cut by a read.
   const char* chunk_begin_ = nullptr;
   char last_non_space_ = '\n';
-  // A request announced a body over the limit: it is answered and the connection
-  // closed without reading the body.
+  // A request announced a body over the limit, or its headers decided a refusal: it
+  // is answered and the connection closed without reading the body.
   bool close_after_ = false;
+  // The request being received is refused by its headers alone (HttpHandler::
+  // answerable) and has a body: answered before the body if that is not whole yet.
+  bool refused_by_headers_ = false;
   // A response said "connection: close".
   bool closing_ = false;
   std::deque<Pending> ready_;

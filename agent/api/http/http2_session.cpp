@@ -28,8 +28,9 @@ bool submit_response(nghttp2_session* session, int32_t stream_id, int status, co
 
 }  // namespace
 
-Http2Session::Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer)
-    : stream_(stream), handler_(handler), peer_(std::move(peer)) {}
+Http2Session::Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer,
+                           std::shared_ptr<SessionWaker> waker)
+    : stream_(stream), handler_(handler), peer_(std::move(peer)), waker_(std::move(waker)) {}
 
 bool Http2Session::start() {
   nghttp2_session_callbacks* cbs = nullptr;
@@ -69,11 +70,62 @@ void Http2Session::serve(std::string_view initial) {
   while (nghttp2_session_want_read(session_.get()) || nghttp2_session_want_write(session_.get())) {
     if (nghttp2_session_send(session_.get()) != 0) return;
     if (!nghttp2_session_want_read(session_.get())) continue;
-    stream_.request_pending_since(oldest_pending_request());
+    const auto pending = oldest_pending_request();
+    const size_t waiting = waiting_streams();
+    stream_.request_pending_since(pending);
+    stream_.holds_waiting_stream(waiting > 0);
+    if (waker_) {
+      // A stream that began to wait after the stop ends as those before it did.
+      if (waiting > 0 && waker_->stopping()) {
+        if (!on_wake()) return;
+        continue;
+      }
+      waker_->set_waiting_streams(waiting);
+      const ByteStream::Wait w = stream_.wait_readable(waker_->fd());
+      if (w == ByteStream::Wait::woken) {
+        if (!on_wake()) return;
+        continue;
+      }
+      if (w == ByteStream::Wait::timed_out) {
+        if (waiting == 0 || pending || !keepalive()) return;
+        continue;
+      }
+    }
     ssize_t n = stream_.read(buf, sizeof buf);
     if (n <= 0) return;
+    ping_outstanding_ = false;  // the client is there
     if (!receive(buf, static_cast<size_t>(n))) return;
   }
+}
+
+bool Http2Session::on_wake() {
+  waker_->clear();
+  const bool stopping = waker_->stopping();
+  std::vector<int32_t> ids;
+  for (const auto& [id, s] : streams_)
+    if (s->call && !s->out_finished) ids.push_back(id);
+  for (int32_t id : ids) {
+    Stream* s = find(id);
+    if (s == nullptr) continue;
+    StreamOutput out;
+    s->call->on_wake(out);
+    if (stopping) s->call->on_stop(out);
+    if (!submit_output(id, *s, out)) return false;
+  }
+  return nghttp2_session_send(session_.get()) == 0;
+}
+
+size_t Http2Session::waiting_streams() const {
+  size_t n = 0;
+  for (const auto& [id, s] : streams_)
+    if (s->call && s->call->waiting()) ++n;
+  return n;
+}
+
+bool Http2Session::keepalive() {
+  if (ping_outstanding_) return false;
+  ping_outstanding_ = true;
+  return nghttp2_submit_ping(session_.get(), NGHTTP2_FLAG_NONE, nullptr) == 0;
 }
 
 // The oldest request still being received. A streaming call's request side stays
@@ -139,6 +191,10 @@ ssize_t Http2Session::read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t 
 bool Http2Session::feed_call(int32_t stream_id, Stream& s, std::string_view data, bool end) {
   StreamOutput out;
   s.call->on_body(data, end, out);
+  return submit_output(stream_id, s, out);
+}
+
+bool Http2Session::submit_output(int32_t stream_id, Stream& s, StreamOutput& out) {
   s.out += out.data;
   if (out.finished) {
     s.out_finished = true;
@@ -224,6 +280,7 @@ int Http2Session::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame,
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto s = std::make_unique<Stream>();
   s->request.peer = self(ud)->peer_;
+  s->request.waker = self(ud)->waker_;
   self(ud)->streams_[frame->hd.stream_id] = std::move(s);
   return 0;
 }

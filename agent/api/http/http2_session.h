@@ -16,6 +16,7 @@
 
 #include "agent/api/http/byte_stream.h"
 #include "agent/api/http/http_message.h"
+#include "agent/api/http/session_waker.h"
 #include "agent/common/c_ptr.h"
 
 namespace kib::api {
@@ -24,7 +25,10 @@ using Nghttp2SessionPtr = CPtr<nghttp2_session_del>;
 
 class Http2Session {
  public:
-  Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer);
+  // waker: wakes this session from other threads (a health Watch's readiness change,
+  // the server's stop); without one, streams that wait for events are refused.
+  Http2Session(ByteStream& stream, const HttpHandler& handler, std::string peer,
+               std::shared_ptr<SessionWaker> waker = nullptr);
   // Serves until the peer closes, times out or errs. `initial` holds bytes already
   // read (the client preface, at least its start).
   void serve(std::string_view initial);
@@ -58,6 +62,15 @@ class Http2Session {
 
   bool start();
   bool receive(const char* data, size_t len);
+  // What woke the session: asks every call for what it has now (and, when the agent
+  // stops, ends those that wait for events), then sends it.
+  bool on_wake();
+  size_t waiting_streams() const;
+  // The idle timeout passed with a stream waiting for events: PING the client once; a
+  // client that answers nothing within the next timeout is gone.
+  bool keepalive();
+  // Submits what a call produced.
+  bool submit_output(int32_t stream_id, Stream& s, StreamOutput& out);
   std::optional<std::chrono::steady_clock::time_point> oldest_pending_request() const;
   bool answer_ready();
   bool respond(int32_t stream_id, Stream& s);
@@ -88,6 +101,8 @@ class Http2Session {
   ByteStream& stream_;
   const HttpHandler& handler_;
   std::string peer_;
+  std::shared_ptr<SessionWaker> waker_;
+  bool ping_outstanding_ = false;
   Nghttp2SessionPtr session_;
   std::map<int32_t, std::unique_ptr<Stream>> streams_;
   std::vector<int32_t> ready_;

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/api/http/call_waker.h"
+
 namespace kib::api {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
@@ -20,6 +22,9 @@ struct HttpRequest {
   // The body exceeded the transport's limit and was cut (or not read at all).
   bool body_too_large = false;
   std::string peer;  // "unix:uid=0" / "tls:CN=operator", for logs
+  // Wakes the session serving the request from another thread; null where the
+  // transport cannot be woken (HTTP/1.1, which answers whole requests).
+  std::shared_ptr<const CallWaker> waker;
 
   // The first header of that (lower-case) name, or nullptr.
   const std::string* header(std::string_view name) const {
@@ -55,6 +60,13 @@ class StreamingCall {
   // Body bytes as they arrive (possibly none: the call starts with the headers), and
   // `end` once the request side ended. Adds what to send to `out`.
   virtual void on_body(std::string_view data, bool end, StreamOutput& out) = 0;
+  // The session was woken (HttpRequest::waker): adds what there is to send now.
+  virtual void on_wake(StreamOutput& out) { (void)out; }
+  // The agent stops: a response that waits for events ends now.
+  virtual void on_stop(StreamOutput& out) { (void)out; }
+  // Whether the response waits for events of other threads rather than for the
+  // client (a server stream such as a health Watch): the connection is not idle.
+  virtual bool waiting() const { return false; }
 };
 
 // What answers the requests the transports parse.
@@ -68,6 +80,8 @@ class HttpHandler {
   // before the request side ends: the headers already decide a refusal (unknown path,
   // content type, method), or the body already holds the whole message. A client that
   // keeps its side open waiting for an answer must not wait for the idle timeout.
+  // HTTP/2 asks for requests open() declined; HTTP/1.1 asks once the headers are in
+  // with a body to come (true there means a refusal: the body is left unread).
   virtual bool answerable(const HttpRequest& so_far) const {
     (void)so_far;
     return false;

@@ -7,6 +7,8 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "agent/api/http/connection.h"
 #include "agent/api/http/deadline_stream.h"
 #include "agent/api/http/tcp_listener.h"
@@ -26,6 +28,10 @@ void set_timeouts(int fd, std::chrono::seconds timeout) {
 // Time a TLS client has for each read of its handshake: a connection that never sends
 // a ClientHello holds a slot this long, not api.idle_timeout.
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+
+// How long stop() waits for sessions to end their health Watch streams: a client that
+// does not read its socket does not hold the agent's stop longer.
+constexpr std::chrono::milliseconds kStopGrace{1000};
 
 // A refused TLS handshake (a client certificate the CA does not vouch for): under TLS
 // 1.3 the client has finished its side and sent its first request by then, and a
@@ -142,6 +148,10 @@ void HttpServer::spawn(UniqueFd fd, Kind kind, std::string peer) {
   w->fd = std::move(fd);
   w->kind = kind;
   w->peer = std::move(peer);
+  if (auto waker = SessionWaker::create(); waker.ok())
+    w->waker = std::move(*waker);
+  else  // the connection is still served; only its health Watch streams are refused
+    spdlog::warn("api: a connection without a waker: {}", waker.error().message);
   Worker& ref = *w;
   std::lock_guard lock(mu_);
   workers_.push_back(std::move(w));
@@ -156,21 +166,25 @@ void HttpServer::serve(Worker& w, Kind kind) {
   if (kind == Kind::unix_socket) {
     SocketStream stream(fd);
     DeadlineStream guarded = limited(stream);
-    serve_connection(guarded, handler_, unix_peer(fd));
+    serve_connection(guarded, handler_, unix_peer(fd), w.waker);
   } else if (auto ctx = tls_->current()) {
     auto tls = TlsStream::accept(ctx.get(), fd);
     if (tls.ok()) {
       set_timeouts(fd, config_.idle_timeout);  // past the handshake's
       DeadlineStream guarded = limited(**tls);
-      serve_connection(guarded, handler_, (*tls)->peer_subject());
+      serve_connection(guarded, handler_, (*tls)->peer_subject(), w.waker);
     } else {
       spdlog::info("api: TLS client refused: {}", tls.error().message);
       if (tls.error().code != Code::deadline_exceeded) linger_close(fd);  // a silent one has nothing to read
     }
   }
+  if (w.waker) w.waker->set_waiting_streams(0);  // its streams ended with it: stop() need not wait
+  // Its slot is free before the peer sees the end: a client that reconnects at once is
+  // not refused at api.max_connections for it. (The reaper joins this thread before it
+  // closes the fd.)
+  w.done.store(true);
   // The peer sees the end now; the fd itself is closed when the worker is reaped.
   ::shutdown(fd, SHUT_RDWR);
-  w.done.store(true);
 }
 
 void HttpServer::reap_finished() {
@@ -234,6 +248,7 @@ void HttpServer::stop_connections(int how) {
   }
   for (auto& t : acceptors_) t.join();
   acceptors_.clear();
+  end_waiting_streams();
   {
     // Wakes every connection thread blocked in a read.
     std::lock_guard lock(mu_);
@@ -245,6 +260,23 @@ void HttpServer::stop_connections(int how) {
     all.swap(workers_);
   }
   for (auto& w : all) w->thread.join();
+}
+
+void HttpServer::end_waiting_streams() {
+  std::vector<std::shared_ptr<SessionWaker>> wakers;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& w : workers_)
+      if (w->waker) wakers.push_back(w->waker);
+  }
+  for (auto& w : wakers) w->stop();
+  // Each session sets its count of waiting streams before it waits again, after it
+  // sent what the stop produced; a short poll of those counts, bounded by kStopGrace.
+  const auto until = std::chrono::steady_clock::now() + kStopGrace;
+  auto pending = [&] {
+    return std::any_of(wakers.begin(), wakers.end(), [](const auto& w) { return w->waiting_streams() > 0; });
+  };
+  while (pending() && std::chrono::steady_clock::now() < until) ::poll(nullptr, 0, 10);
 }
 
 Result<ApiListeners> HttpServer::hand_over() {

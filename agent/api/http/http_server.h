@@ -3,7 +3,9 @@
 // TCP) and a thread per connection, at most api.max_connections at once per listener,
 // and on the TLS listener a quarter of that per client address (new ones over
 // the cap are closed at once). Blocking I/O, api.idle_timeout per read (a TLS
-// handshake: 10 s per read).
+// handshake: 10 s per read). Each connection has an eventfd its thread polls beside
+// the socket (SessionWaker): another thread wakes it there, for a health Watch's
+// readiness change or the server's stop, with no lock shared by the connections.
 #include <atomic>
 #include <list>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "agent/api/http/http_message.h"
+#include "agent/api/http/session_waker.h"
 #include "agent/api/http/tls_context.h"
 #include "agent/api/http/unix_listener.h"
 #include "agent/common/result.h"
@@ -60,7 +63,8 @@ class HttpServer {
   struct Worker {
     UniqueFd fd;
     Kind kind = Kind::unix_socket;
-    std::string peer;  // TLS: the client's address
+    std::string peer;                     // TLS: the client's address
+    std::shared_ptr<SessionWaker> waker;  // null if no eventfd could be had
     // Since when (DeadlineStream::now_ms) it waits for a request; -1 while it
     // receives or answers one.
     std::atomic<int64_t> idle_since_ms{-1};
@@ -75,6 +79,9 @@ class HttpServer {
 
   Status start_accepting();
   void stop_connections(int how);
+  // At stop: tells every session, and gives those with streams waiting for events (a
+  // health Watch) up to kStopGrace to end them (unavailable) before the cut.
+  void end_waiting_streams();
   void accept_loop(int listen_fd, Kind kind);
   void spawn(UniqueFd fd, Kind kind, std::string peer);
   size_t max_per_tls_peer() const;

@@ -59,6 +59,9 @@ bool TlsStream::write_all(const void* data, size_t len) {
   return true;
 }
 
+// A record read from the socket and not yet returned: poll() no longer sees it.
+bool TlsStream::buffered() const { return SSL_has_pending(ssl_.get()) == 1; }
+
 bool TlsStream::alpn_h2() const {
   const unsigned char* proto = nullptr;
   unsigned int len = 0;

@@ -17,6 +17,7 @@ class TlsStream final : public ByteStream {
 
   ssize_t read(void* buf, size_t len) override;
   bool write_all(const void* data, size_t len) override;
+  bool buffered() const override;
 
   bool alpn_h2() const;
   // "CN=operator" of the verified client certificate.

@@ -2,6 +2,7 @@
 answered while the client keeps its side open (issue 30: `buf curl` without --schema
 waited for the 60 s idle timeout). Each exchange here leaves the request side open."""
 import json
+import socket
 
 import pytest
 
@@ -73,3 +74,66 @@ def test_a_grpc_refusal_is_trailers_only_at_once(agent):
     assert out.ended, vars(out)
     assert out.headers.get("grpc-status") == "12", vars(out)
     assert out.body == b""
+
+
+def http1_head_only(socket_path, path, headers, timeout=1.0):
+    """Sends an HTTP/1.1 request's head announcing a body that never comes; returns the
+    answer once it is whole (its Content-Length), or what came within `timeout`."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    sock.connect(socket_path)
+    head = "POST /%s HTTP/1.1\r\nHost: localhost\r\n" % path + "".join("%s: %s\r\n" % h for h in headers) + "\r\n"
+    sock.sendall(head.encode())
+    data = b""
+    try:
+        while not whole_http1_response(data):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    finally:
+        sock.close()
+    return data
+
+
+def whole_http1_response(data):
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return False
+    for line in data[:end].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(data) - end - 4 >= int(value)
+    return False
+
+
+@pytest.mark.parametrize("path,headers,status", [
+    ("kibotos.ctrl.v1.AgentService/NoSuchMethod", [("Content-Type", "application/json")], b"404"),
+    (GET_AGENT, [("Content-Type", "text/plain")], b"415"),
+    (GET_AGENT, [("Content-Type", "application/connect+json")], b"415"),
+    ("kibotos.ctrl.v1.AgentService/NoSuchMethod", [("Content-Type", "application/grpc-web")], b"200"),
+    (GET_AGENT, [("Content-Type", "application/grpc")], b"200"),
+], ids=["unknown-path", "content-type", "connect-stream-to-unary", "grpc-web-unknown-path", "grpc-over-http1"])
+def test_http1_refusals_go_out_when_the_headers_are_in(agent, path, headers, status):
+    # Within a second (http1_head_only's timeout), not the 60 s idle timeout.
+    data = http1_head_only(agent.socket_path, path, headers + [("Content-Length", "1000")])
+    assert data.startswith(b"HTTP/1.1 " + status + b" "), data
+    # The body is left unread: the answer says so, and the connection closes after it.
+    assert b"connection: close\r\n" in data.lower(), data
+    if status == b"200":
+        assert b"grpc-status: 12" in data, data
+
+
+def test_http1_chunked_refusal_goes_out_when_the_headers_are_in(agent):
+    data = http1_head_only(agent.socket_path, "no.Such/Method",
+                              [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked")])
+    assert data.startswith(b"HTTP/1.1 404 "), data
+
+
+def test_a_connect_stream_to_a_unary_method_is_415_over_http2(agent):
+    out = exchange(agent.socket_path, GET_AGENT, [("content-type", "application/connect+proto")],
+                   body=envelope(b""), end_stream=False, timeout=PROMPT)
+    assert out.status == 415, vars(out)
+    assert "application/json" in out.headers.get("accept-post", ""), vars(out)

@@ -3,10 +3,16 @@ the API over gRPC: the Unix socket and mTLS, error codes, deadlines, gzip, the b
 limit, command-ID retries, and the health service."""
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 
 from h2_raw import envelope, exchange
@@ -182,6 +188,147 @@ def test_health_check(api, pb):
     assert check("").status == h.HealthCheckResponse.SERVING
     assert check("kibotos.ctrl.v1.EgressService").status == h.HealthCheckResponse.SERVING
     assert code_of(lambda: check("no.such.Service")) == grpc.StatusCode.NOT_FOUND
+
+
+def watch(channel, pb, service="", **kw):
+    """Health/Watch through grpcio's own streaming call: an iterator of statuses."""
+    h = pb["health"]
+    rpc = channel.unary_stream("/grpc.health.v1.Health/Watch", request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=h.HealthCheckResponse.FromString)
+    return rpc(h.HealthCheckRequest(service=service), **kw)
+
+
+def test_health_watch_sends_the_status_then_not_serving_at_sigterm(agent_factory, pb):
+    a = agent_factory()
+    h = pb["health"].HealthCheckResponse
+    with grpc.insecure_channel("unix:" + a.socket_path) as channel:
+        stream = watch(channel, pb, timeout=30)
+        assert next(stream).status == h.SERVING
+        # Open and quiet: another call on the channel goes through while it waits.
+        assert Api(channel, pb).get_agent(timeout=5).agent.version
+        assert not stream.done()
+        a.signal(signal.SIGTERM)
+        # STOPPING=1 means NOT_SERVING, sent before the server stops; then the stream
+        # ends with UNAVAILABLE, said by the agent (not a cut connection).
+        assert next(stream).status == h.NOT_SERVING
+        with pytest.raises(grpc.RpcError) as e:
+            next(stream)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "stopping" in e.value.details()
+    assert a.stop() == 0
+
+
+def test_health_watch_of_each_service_and_of_an_unknown_one(api, pb):
+    h = pb["health"].HealthCheckResponse
+    known = watch(api.channel, pb, "kibotos.ctrl.v1.EgressService", timeout=30)
+    unknown = watch(api.channel, pb, "no.such.Service", timeout=30)
+    assert next(known).status == h.SERVING
+    # "the server will send a single message with status SERVICE_UNKNOWN but will not
+    # terminate the call" (health.proto)
+    assert next(unknown).status == h.SERVICE_UNKNOWN
+    assert api.get_agent(timeout=5).agent.version  # a round trip after both answers
+    assert not known.done() and not unknown.done()
+    for stream in (known, unknown):
+        stream.cancel()  # RST_STREAM: the agent drops the stream, the connection serves on
+        with pytest.raises(grpc.RpcError) as e:
+            next(stream)
+        assert e.value.code() == grpc.StatusCode.CANCELLED
+    assert api.get_agent(timeout=5).agent.version
+
+
+def test_health_watch_outlives_the_idle_timeout(agent_factory, pb):
+    """A Watch waits for events, not for its client: the agent PINGs a connection quiet
+    for api.idle_timeout instead of closing it, and closes it only if no answer comes."""
+    a = agent_factory(config={"api": {"idle_timeout": "1s"}})
+    h = pb["health"].HealthCheckResponse
+    with grpc.insecure_channel("unix:" + a.socket_path) as channel:
+        stream = watch(channel, pb, timeout=30)
+        assert next(stream).status == h.SERVING
+        time.sleep(3.5)  # what is tested is this time passing: three idle timeouts
+        assert not stream.done()
+        a.signal(signal.SIGTERM)
+        assert next(stream).status == h.NOT_SERVING
+    assert a.stop() == 0
+
+
+def test_health_watch_ends_at_take_over_and_the_new_agent_serves_it(agent_factory, pb):
+    a = agent_factory()
+    h = pb["health"].HealthCheckResponse
+    with grpc.insecure_channel("unix:" + a.socket_path) as channel:
+        stream = watch(channel, pb, timeout=60)
+        assert next(stream).status == h.SERVING
+        a.take_over()
+        assert next(stream).status == h.NOT_SERVING
+        with pytest.raises(grpc.RpcError) as e:
+            next(stream)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    with grpc.insecure_channel("unix:" + a.socket_path) as channel:
+        assert next(watch(channel, pb, timeout=30)).status == h.SERVING
+
+
+def test_health_watch_over_mtls(mtls, pb):
+    a, pki, port, (cert, key) = mtls
+    h = pb["health"].HealthCheckResponse
+    creds = grpc.ssl_channel_credentials(root_certificates=read(pki.ca_cert), private_key=read(key),
+                                         certificate_chain=read(cert))
+    with grpc.secure_channel("127.0.0.1:%d" % port, creds) as channel:
+        stream = watch(channel, pb, timeout=30)
+        assert next(stream).status == h.SERVING
+        assert Api(channel, pb).get_agent(timeout=10).agent.version  # TLS records both ways meanwhile
+        a.signal(signal.SIGTERM)
+        assert next(stream).status == h.NOT_SERVING
+    assert a.stop() == 0
+
+
+def test_a_watching_client_that_answers_no_ping_is_closed(agent_factory, pb):
+    """The other side of the idle timeout rule: a Watch's client that is gone (here:
+    one that reads but never answers the agent's PING) does not hold its connection."""
+    a = agent_factory(config={"api": {"idle_timeout": "1s"}})
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(a.socket_path)
+    conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding=None))
+    conn.initiate_connection()
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", "localhost"),
+                            (":path", "/grpc.health.v1.Health/Watch"), ("content-type", "application/grpc"),
+                            ("te", "trailers")])
+    conn.send_data(sid, envelope(pb["health"].HealthCheckRequest().SerializeToString()), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    start, pinged, messages = time.monotonic(), False, b""
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            break
+        for ev in conn.receive_data(data):
+            pinged = pinged or isinstance(ev, h2.events.PingReceived)
+            if isinstance(ev, h2.events.DataReceived):
+                messages += ev.data
+        # What h2 queues in answer (the PING's ACK among it) is never sent.
+    sock.close()
+    assert messages.startswith(envelope(pb["health"].HealthCheckResponse(status=1).SerializeToString()))
+    assert pinged
+    assert 1.5 < time.monotonic() - start < 8  # two idle timeouts, not one, not never
+
+
+def test_health_watch_over_http1_is_unimplemented(agent):
+    """gRPC-Web over HTTP/1.1 answers whole requests: a stream that stays open is not
+    served there (Check is)."""
+    body = envelope(b"")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    sock.connect(agent.socket_path)
+    sock.sendall(b"POST /grpc.health.v1.Health/Watch HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/grpc-web+proto\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    data = b""
+    while b"grpc-status" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    assert data.startswith(b"HTTP/1.1 200"), data
+    assert b"grpc-status: 12" in data, data
 
 
 def read(path):

@@ -26,9 +26,39 @@ std::string field(const HttpHeaders& h, const std::string& name) {
   return "";
 }
 
+// A server stream's source: one message when it opens, then one per tick it has not
+// sent yet.
+struct Ticks final : ServerStream {
+  std::string id;
+  std::shared_ptr<int> ticks;
+  int sent = -1;
+  Ticks(std::string id, std::shared_ptr<int> ticks) : id(std::move(id)), ticks(std::move(ticks)) {}
+  Result<std::vector<MessagePtr>> poll() override {
+    std::vector<MessagePtr> out;
+    if (id == "fail" && sent >= 0) return Error{Code::internal, "the source failed"};
+    for (; sent < *ticks; ++sent) {
+      auto r = std::make_unique<ctrl::GetEgressResponse>();
+      r->mutable_egress()->set_egress_id(id + std::to_string(sent + 1));
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+};
+
+struct NoWake final : CallWaker {
+  void wake() const override {}
+};
+
 struct Registry {
   MethodRegistry registry;
+  std::shared_ptr<int> ticks = std::make_shared<int>(0);
   Registry() {
+    registry.add_server_stream<ctrl::GetEgressRequest>(
+        "test.Ticks/Watch",
+        [this](const ctrl::GetEgressRequest& req, const CallContext& ctx) -> Result<std::unique_ptr<ServerStream>> {
+          if (!ctx.waker) return Error{Code::unimplemented, "no waker"};
+          return std::unique_ptr<ServerStream>(new Ticks(req.egress_id(), ticks));
+        });
     registry.add<ctrl::GetEgressRequest, ctrl::GetEgressResponse>(
         "kibotos.ctrl.v1.EgressService/GetEgress",
         [](const ctrl::GetEgressRequest& req, const CallContext&) -> Result<ctrl::GetEgressResponse> {
@@ -424,6 +454,129 @@ TEST_CASE("a stream is refused by the unary protocol with 415, as connect-go doe
   r.body = "{}";
   CHECK(connect.handle(r).status == 415);
   CHECK(connect.answerable(r));
+}
+
+TEST_CASE("a Connect streaming request to a unary method is 415, as connect-go answers") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  for (const char* type : {"application/connect+proto", "application/connect+json"}) {
+    CAPTURE(type);
+    HttpRequest r = head(kGetEgress, type);
+    // Over HTTP/2 it is not opened as a stream but refused from its headers...
+    CHECK(router.open(r) == nullptr);
+    CHECK(router.answerable(r));
+    // ...and over HTTP/1.1 (a whole body) refused alike.
+    r.body = request_message("e1");
+    HttpResponse out = router.handle(r);
+    CHECK(out.status == 415);
+    CHECK(field(out.headers, "accept-post").starts_with("application/json, application/proto"));
+  }
+}
+
+TEST_CASE("a unary method over gRPC and gRPC-Web, and a stream over Connect streaming, are served") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  for (const char* type : {"application/grpc", "application/grpc+json", "application/grpc-web+proto"})
+    CHECK(router.open(head(kGetEgress, type)) != nullptr);
+  CHECK(router.open(head("/test.Echo/Chat", "application/connect+proto")) != nullptr);
+  CHECK(!router.answerable(head("/test.Echo/Chat", "application/connect+proto")));
+}
+
+TEST_CASE("a stream over the Connect unary content types is 415 naming the streaming ones") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  HttpRequest r = head("/test.Echo/Chat", "application/proto");
+  HttpResponse out = connect.handle(r);
+  CHECK(out.status == 415);
+  CHECK(field(out.headers, "accept-post").starts_with("application/connect+json, application/connect+proto"));
+}
+
+std::string egress_id_of(const Envelope& e) {
+  ctrl::GetEgressResponse r;
+  REQUIRE(r.ParseFromString(e.payload));
+  return r.egress().egress_id();
+}
+
+TEST_CASE("a server stream answers at once, stays open past the request's end, and sends on each wake") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  HttpRequest req = head("/test.Ticks/Watch", "application/grpc");
+  req.waker = std::make_shared<NoWake>();
+  auto call = router.open(req);
+  REQUIRE(call != nullptr);
+  StreamOutput out;
+  call->on_body(request_message("t"), true, out);
+  CHECK(out.head);
+  REQUIRE(envelopes(out.data).size() == 1);
+  CHECK(egress_id_of(envelopes(out.data)[0]) == "t0");
+  CHECK(!out.finished);
+  CHECK(call->waiting());
+
+  StreamOutput woken;
+  call->on_wake(woken);  // nothing new
+  CHECK(woken.data.empty());
+  *reg.ticks = 2;
+  call->on_wake(woken);
+  auto two = envelopes(woken.data);
+  REQUIRE(two.size() == 2);
+  CHECK(egress_id_of(two[1]) == "t2");
+  CHECK(!woken.finished);
+
+  StreamOutput stopped;
+  call->on_stop(stopped);
+  CHECK(stopped.finished);
+  CHECK(field(stopped.trailers, "grpc-status") == "14");  // unavailable: reconnect elsewhere
+  CHECK(!call->waiting());
+}
+
+TEST_CASE("a server stream's source error ends it with that error") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  HttpRequest req = head("/test.Ticks/Watch", "application/grpc-web");
+  req.waker = std::make_shared<NoWake>();
+  auto call = router.open(req);
+  StreamOutput out;
+  call->on_body(request_message("fail"), true, out);
+  CHECK(!out.finished);
+  call->on_wake(out);
+  CHECK(out.finished);
+  auto all = envelopes(out.data);
+  REQUIRE(all.size() == 2);
+  CHECK(all[1].payload.find("grpc-status: 13") != std::string::npos);
+}
+
+TEST_CASE("a server stream takes one request message, and needs one") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  HttpRequest req = head("/test.Ticks/Watch", "application/grpc");
+  req.waker = std::make_shared<NoWake>();
+  auto twice = router.open(req);
+  StreamOutput out;
+  twice->on_body(request_message("a") + request_message("b"), false, out);
+  CHECK(out.finished);
+  CHECK(field(out.trailers, "grpc-status") == "3");
+  auto none = router.open(req);
+  StreamOutput empty;
+  none->on_body({}, true, empty);
+  CHECK(empty.finished);
+  CHECK(field(empty.headers, "grpc-status") == "12");
+}
+
+TEST_CASE("a server stream where the transport cannot wake (HTTP/1.1) gets the method's refusal") {
+  Registry reg;
+  ConnectHandler connect(reg.registry, 1 << 20);
+  RpcRouter router(reg.registry, connect);
+  HttpRequest web = head("/test.Ticks/Watch", "application/grpc-web");
+  web.body = request_message("h1");
+  auto r = router.handle(web);
+  auto all = envelopes(r.body);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].payload.find("grpc-status: 12") != std::string::npos);
 }
 
 TEST_CASE("over HTTP/1.1 gRPC-Web is served whole and gRPC is refused Trailers-Only") {

@@ -3,11 +3,14 @@
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "agent/api/connect/connect_handler.h"
 #include "agent/api/http/byte_stream.h"
 #include "agent/api/http/connection.h"
+#include "agent/api/http/deadline_stream.h"
 #include "agent/common/unique_fd.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
 
@@ -200,4 +203,95 @@ TEST_CASE("Connection: close is honoured") {
   std::string r = c.read_all();  // returns because the server closes
   CHECK(r.find("connection: close") != std::string::npos);
   CHECK(r.find("\"x\"") != std::string::npos);
+}
+
+TEST_CASE("a refusal the headers decide goes out before the body, with connection: close") {
+  const std::string path = "/kibotos.ctrl.v1.EgressService/GetEgress";
+  struct Case {
+    std::string request_head;
+    const char* status_line;
+  };
+  const Case cases[] = {
+      {"POST /kibotos.ctrl.v1.EgressService/NoSuchMethod HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+       "Content-Length: 100\r\n\r\n",
+       "HTTP/1.1 404 "},
+      {"POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n",
+       "HTTP/1.1 415 "},
+      {"PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+       "HTTP/1.1 405 "},
+      // Chunked: no length says how much is to come; the refusal does not wait for it either.
+      {"POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n",
+       "HTTP/1.1 404 "},
+      // Nor for the client that asked whether to send its body.
+      {"POST " + path +
+           " HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nExpect: 100-continue\r\n"
+           "Content-Length: 100\r\n\r\n",
+       "HTTP/1.1 415 "},
+  };
+  for (const auto& [request_head, status_line] : cases) {
+    CAPTURE(request_head);
+    Connection c;
+    c.send(request_head);  // the body is never sent: the answer must not wait for it
+    std::string r = c.read_until("\r\n\r\n");
+    CHECK(r.rfind(status_line, 0) == 0);
+    CHECK(r.find("connection: close\r\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("the body of a request refused early is never read as a request") {
+  Connection c;
+  const std::string smuggled = post(R"({"egressId":"smuggled"})");
+  c.send("POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  ::shutdown(c.client.get(), SHUT_WR);  // the agent's drain of the unread body ends here
+  std::string r = c.read_all();
+  CHECK(r.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(r.find("smuggled") == std::string::npos);
+}
+
+TEST_CASE("a request without a body to come is answered in turn and keeps the connection") {
+  Connection c;
+  c.send("POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n");
+  std::string r = c.read_until("}");
+  CHECK(r.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(r.find("connection: close") == std::string::npos);
+  c.send(post(R"({"egressId":"next"})"));
+  CHECK(c.read_until("\"}}").find("\"next\"") != std::string::npos);
+}
+
+TEST_CASE("a refused request whose body came with its headers is answered in turn, keeping the connection") {
+  Connection c;
+  c.send("POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+  std::string r = c.read_until("}");
+  CHECK(r.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(r.find("connection: close") == std::string::npos);
+  c.send(post(R"({"egressId":"next"})"));
+  CHECK(c.read_until("\"}}").find("\"next\"") != std::string::npos);
+}
+
+TEST_CASE("after an early refusal a client that neither sends its body nor closes is closed within seconds") {
+  // The agent's own stream: api.idle_timeout 60 s, api.request_timeout 30 s.
+  kib::api::MethodRegistry registry;
+  kib::api::ConnectHandler handler(registry, 1 << 20);
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  UniqueFd client(fds[0]), server(fds[1]);
+  std::atomic<int64_t> idle{-1};
+  std::thread t([&] {
+    kib::api::SocketStream socket(server.get());
+    kib::api::DeadlineStream s(socket, server.get(), std::chrono::seconds(60), std::chrono::seconds(30), idle);
+    kib::api::serve_connection(s, handler, "test");
+    ::shutdown(server.get(), SHUT_RDWR);
+  });
+  const std::string head =
+      "POST /no.Such/Method HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+  REQUIRE(::send(client.get(), head.data(), head.size(), MSG_NOSIGNAL) == (ssize_t)head.size());
+  const auto start = std::chrono::steady_clock::now();
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(client.get(), buf, sizeof buf, 0)) > 0;) got.append(buf, n);  // until the close
+  CHECK(got.rfind("HTTP/1.1 404 ", 0) == 0);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  t.join();
 }

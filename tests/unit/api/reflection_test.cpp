@@ -118,7 +118,8 @@ TEST_CASE("ServerReflectionInfo is a stream under v1 and v1alpha") {
 }
 
 TEST_CASE("health: SERVING while ready, NOT_SERVING otherwise, unknown services NOT_FOUND") {
-  std::atomic<bool> ready{true};
+  Readiness ready;
+  ready.set(true);
   HealthCheck h(ready, {"kibotos.ctrl.v1.AgentService"});
   MethodRegistry registry;
   h.register_methods(registry);
@@ -128,9 +129,107 @@ TEST_CASE("health: SERVING while ready, NOT_SERVING otherwise, unknown services 
   CHECK(h.check(req)->status() == health::HealthCheckResponse::SERVING);
   req.set_service("grpc.health.v1.Health");
   CHECK(h.check(req).ok());
-  ready = false;
+  ready.set(false);
   CHECK(h.check(req)->status() == health::HealthCheckResponse::NOT_SERVING);
   req.set_service("no.Such");
   CHECK(h.check(req).error().code == Code::not_found);
   CHECK(registry.find("grpc.health.v1.Health/Check") != nullptr);
+}
+
+namespace {
+
+// Counts its wakes, as a session's eventfd would.
+struct CountingWaker final : CallWaker {
+  mutable std::atomic<int> wakes{0};
+  void wake() const override { ++wakes; }
+};
+
+std::vector<health::HealthCheckResponse::ServingStatus> statuses(ServerStream& s) {
+  auto polled = s.poll();
+  REQUIRE(polled.ok());
+  std::vector<health::HealthCheckResponse::ServingStatus> out;
+  for (const auto& m : *polled) out.push_back(static_cast<const health::HealthCheckResponse&>(*m).status());
+  return out;
+}
+
+using Serving = health::HealthCheckResponse;
+
+}  // namespace
+
+TEST_CASE("health Watch: the status at once, then one message per readiness change") {
+  Readiness ready;
+  HealthCheck h(ready, {"kibotos.ctrl.v1.AgentService"});
+  auto waker = std::make_shared<CountingWaker>();
+  CallContext ctx;
+  ctx.waker = waker;
+  health::HealthCheckRequest req;
+  auto watch = h.watch(req, ctx);
+  REQUIRE(watch.ok());
+  CHECK(statuses(**watch) == std::vector{Serving::NOT_SERVING});
+  CHECK(statuses(**watch).empty());  // nothing changed: nothing sent
+  ready.set(true);
+  CHECK(waker->wakes == 1);
+  CHECK(statuses(**watch) == std::vector{Serving::SERVING});
+  ready.set(true);  // not a change: no wake
+  CHECK(waker->wakes == 1);
+  ready.set(false);
+  ready.set(true);  // undone before the session looked: nothing to say
+  CHECK(statuses(**watch).empty());
+  ready.set(false);
+  CHECK(statuses(**watch) == std::vector{Serving::NOT_SERVING});
+}
+
+TEST_CASE("health Watch of an unknown service answers SERVICE_UNKNOWN and stays open") {
+  Readiness ready;
+  HealthCheck h(ready, {"kibotos.ctrl.v1.AgentService"});
+  CallContext ctx;
+  ctx.waker = std::make_shared<CountingWaker>();
+  health::HealthCheckRequest req;
+  req.set_service("no.Such");
+  auto watch = h.watch(req, ctx);
+  REQUIRE(watch.ok());
+  CHECK(statuses(**watch) == std::vector{Serving::SERVICE_UNKNOWN});
+  ready.set(true);
+  CHECK(statuses(**watch).empty());
+  CHECK(ready.watchers() == 0);  // it never changes: nothing to be woken for
+}
+
+TEST_CASE("health Watch stops watching when its stream ends, and is capped agent-wide") {
+  Readiness ready;
+  HealthCheck h(ready, {});
+  CallContext ctx;
+  ctx.waker = std::make_shared<CountingWaker>();
+  std::vector<std::unique_ptr<ServerStream>> open;
+  for (size_t i = 0; i < Readiness::kMaxWatchers; ++i) {
+    auto w = h.watch({}, ctx);
+    REQUIRE(w.ok());
+    open.push_back(std::move(*w));
+  }
+  auto over = h.watch({}, ctx);
+  REQUIRE(!over.ok());
+  CHECK(over.error().code == Code::resource_exhausted);
+  open.pop_back();
+  CHECK(ready.watchers() == Readiness::kMaxWatchers - 1);
+  CHECK(h.watch({}, ctx).ok());
+  open.clear();
+  CHECK(ready.watchers() == 0);
+}
+
+TEST_CASE("health Watch where the transport cannot hold a stream open (HTTP/1.1) is unimplemented") {
+  Readiness ready;
+  HealthCheck h(ready, {});
+  auto w = h.watch({}, CallContext{});
+  REQUIRE(!w.ok());
+  CHECK(w.error().code == Code::unimplemented);
+}
+
+TEST_CASE("health Watch is registered as a stream beside Check") {
+  Readiness ready;
+  HealthCheck h(ready, {});
+  MethodRegistry registry;
+  h.register_methods(registry);
+  const Method* m = registry.find("grpc.health.v1.Health/Watch");
+  REQUIRE(m != nullptr);
+  CHECK(m->streaming);
+  CHECK(m->open_stream);
 }
