@@ -145,6 +145,11 @@ Result<EndpointAddressPolicy> EndpointAddressPolicy::from_strings(const std::vec
   return EndpointAddressPolicy(std::move(parsed));
 }
 
+namespace {
+// What an operator can do about a refusal, said where it is reported.
+constexpr std::string_view kHowToAllow = "; an operator may allow it with egress.allowed_special_purpose_cidrs";
+}  // namespace
+
 Status EndpointAddressPolicy::check(const IpAddress& a) const {
   if (in_any(exemptions_, a)) return {};
   const std::string shown = a.to_string();
@@ -155,14 +160,15 @@ Status EndpointAddressPolicy::check(const IpAddress& a) const {
     if (const auto* b = find_special_purpose_block(*v4))
       return make_error(Code::invalid_argument, "address " + shown + " embeds " + v4->to_string() +
                                                     ", which is in the special-purpose block " + b->cidr.to_string() +
-                                                    " (" + b->name + ")");
+                                                    " (" + b->name + ")" + std::string(kHowToAllow));
     return {};
   }
   // 64:ff9b:1::/48, 2002::/16 (6to4) and 2001::/32 (Teredo) are in the table and
   // refused outright: their embedded IPv4 address is not a reason to let them pass.
   if (const auto* b = find_special_purpose_block(a))
     return make_error(Code::invalid_argument, "address " + shown + " is in the special-purpose block " +
-                                                  b->cidr.to_string() + " (" + b->name + ")");
+                                                  b->cidr.to_string() + " (" + b->name + ")" +
+                                                  std::string(kHowToAllow));
   return {};
 }
 

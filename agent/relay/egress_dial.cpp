@@ -183,8 +183,7 @@ EgressDial::Step EgressDial::on_received(const uint8_t* data, size_t len) {
 EgressDial::Step EgressDial::feed_socks(const uint8_t* data, size_t len, size_t* used) {
   *used = socks_->feed(data, len);
   switch (socks_->state()) {
-    case Socks5Client::State::failed:
-      return fail(DialCause::socks5, "socks5: " + std::string(socks5_failure_name(socks_->failure())));
+    case Socks5Client::State::failed: return fail(DialCause::socks5, "socks5: " + socks_->failure_text());
     case Socks5Client::State::done: return step_ = Step::dialed;
     default: break;
   }

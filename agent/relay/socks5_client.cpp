@@ -40,6 +40,20 @@ std::string_view socks5_failure_name(Socks5Failure f) {
   return "unknown";
 }
 
+std::string Socks5Client::failure_text() const {
+  std::string out(socks5_failure_name(failure_));
+  if (failure_ != Socks5Failure::bad_version) return out;
+  // head_ keeps the reply's first two bytes: enough to tell HTTP, TLS or SMTP apart.
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex, text;
+  for (size_t i = 0; i < 2; ++i) {
+    const uint8_t b = head_[i];
+    hex += std::string(i ? " " : "") + kHex[b >> 4] + kHex[b & 15];
+    text += (b >= 0x20 && b < 0x7f && b != '"') ? static_cast<char>(b) : '.';
+  }
+  return out + " (not a SOCKS5 server: its reply starts " + hex + " \"" + text + "\")";
+}
+
 Socks5Client::Socks5Client(const Socks5Credentials& creds, const sockaddr* dst, bool pipelined, Socks5Command command)
     : creds_(creds), pipelined_(pipelined), command_(command) {
   std::memcpy(&dst_, dst, dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));

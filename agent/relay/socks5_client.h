@@ -86,6 +86,9 @@ class Socks5Client {
 
   State state() const { return state_; }
   Socks5Failure failure() const { return failure_; }
+  // The failure's name, with what the server sent when it was no SOCKS5 reply at all
+  // ("bad_version (not a SOCKS5 server: its reply starts 48 54 "HT")").
+  std::string failure_text() const;
   bool pipelined() const { return pipelined_; }
   // Whether the failure is the server's answer to the CONNECT (a reply code).
   bool connect_answered() const;

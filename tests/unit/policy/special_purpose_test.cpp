@@ -268,7 +268,10 @@ TEST_CASE("a refused address is invalid_argument naming the address and the bloc
   auto st = policy.check(ip("10.0.0.1"));
   REQUIRE(!st.ok());
   CHECK(st.error().code == Code::invalid_argument);
-  CHECK(st.error().message == "address 10.0.0.1 is in the special-purpose block 10.0.0.0/8 (private-use (RFC 1918))");
+  CHECK(
+      st.error().message ==
+      "address 10.0.0.1 is in the special-purpose block 10.0.0.0/8 (private-use (RFC 1918)); an operator may allow it "
+      "with egress.allowed_special_purpose_cidrs");
   // The most specific block is named.
   CHECK(policy.check(ip("192.0.0.9")).error().message.find("192.0.0.9/32") != std::string::npos);
   CHECK(policy.check(ip("2001::1")).error().message.find("2001::/32 (TEREDO") != std::string::npos);

@@ -222,7 +222,7 @@ const std::vector<Case>& cases() {
        .step = Step::failed,
        .connected = {"8.8.8.8"},
        .sent = kGreetNoAuth,
-       .reason = "socks5: bad_version"},
+       .reason = "socks5: bad_version (not a SOCKS5 server: its reply starts 48 54 \"HT\")"},
       {.name = "garbage: no acceptable method",
        .resolved = std::vector{"8.8.8.8"},
        .replies = {s({5, 0xff})},
