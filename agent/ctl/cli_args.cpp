@@ -51,6 +51,7 @@ Status apply_global(const FlagSpec& f, const std::string& v, GlobalOptions& g) {
 // Splits "--name=value" / "--name" / "-o" into a flag name and an inline value.
 std::pair<std::string, std::optional<std::string>> split_flag(const std::string& arg) {
   if (arg == "-o") return {"output", std::nullopt};
+  if (arg.rfind("-o", 0) == 0 && arg.rfind("--", 0) != 0) return {"output", arg.substr(2)};  // -oyaml
   if (arg == "-h") return {"help", std::nullopt};
   std::string body = arg.substr(2);
   const auto eq = body.find('=');
@@ -95,7 +96,8 @@ class Parser {
   }
 
   Status flag(const std::string& arg) {
-    if (arg.rfind("--", 0) != 0 && arg != "-o" && arg != "-h") return usage("unknown flag '" + arg + "'");
+    const bool short_output = arg.rfind("-o", 0) == 0;  // -o VALUE or -oVALUE
+    if (arg.rfind("--", 0) != 0 && !short_output && arg != "-h") return usage("unknown flag '" + arg + "'");
     auto [name, inline_value] = split_flag(arg);
     const FlagSpec* f = find_flag(global_flags(), name);
     const bool global = f != nullptr;

@@ -114,7 +114,8 @@ std::vector<CommandSpec> build_table() {
       // Workspace
       {"workspace", "create", "kibotos.ctrl.v1.WorkspaceService.CreateWorkspace", "", "", true, false, "",
        concat(
-           {{"netns", "netns", Bind::string, true, "path of the guest's network namespace, e.g. /run/netns/vm1"},
+           {{"netns", "netns", Bind::string, true,
+             "the guest's network namespace: a path, e.g. /run/netns/vm1, or a name under /run/netns"},
             {"policy", "network_policy", Bind::message_file, true, "NetworkPolicy file (YAML or JSON), '-' for stdin"}},
            metadata_flags("labels", "annotations")),
        "attach a network namespace as a Workspace"},

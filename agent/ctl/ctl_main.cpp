@@ -90,6 +90,10 @@ Status execute_once(const Invocation& inv, ConnectClient& client, Message& req, 
   const CommandSpec& c = *inv.command;
   KIB_TRY(call(client, c.method, req, resp));
   if (inv.global.all) KIB_TRY(fetch_rest(client, c.method, req, resp));
+  if (c.verb == "delete" && inv.global.output == OutputFormat::table) {  // the answer is empty: say it happened
+    out << c.group << " " << inv.positional << " deleted\n";
+    return {};
+  }
   const Message* shown = select_output(resp, c.output_field);
   if (shown == nullptr) {
     if (inv.global.output != OutputFormat::table) out << "{}\n";

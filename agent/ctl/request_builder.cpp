@@ -82,7 +82,14 @@ Status apply_flag(Message& req, const FlagSpec& f, const std::string& value, con
   KIB_TRY_ASSIGN(auto t, resolve(req, f.field));
   const Reflection* r = t.msg->GetReflection();
   switch (f.bind) {
-    case Bind::string: r->SetString(t.msg, t.field, value); return {};
+    case Bind::string:
+      // `ip netns add vm1` names /run/netns/vm1: a bare name means that path.
+      if (f.name == "netns" && !value.empty() && value.find('/') == std::string::npos) {
+        r->SetString(t.msg, t.field, "/run/netns/" + value);
+        return {};
+      }
+      r->SetString(t.msg, t.field, value);
+      return {};
     case Bind::uint: return set_uint(f, t, value);
     case Bind::enable: r->SetBool(t.msg, t.field, true); return {};
     case Bind::presence: r->MutableMessage(t.msg, t.field); return {};

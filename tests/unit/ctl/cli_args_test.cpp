@@ -122,3 +122,10 @@ TEST_CASE("--watch belongs to workspace connections, which pages and needs a Wor
   CHECK(parse_err({"workspace", "list", "--watch"}).find("unknown flag") != std::string::npos);
   CHECK(parse_err({"workspace", "connections", "--watch"}).find("missing WORKSPACE_ID") != std::string::npos);
 }
+
+TEST_CASE("-oVALUE is -o VALUE") {
+  CHECK(parse_ok({"egress", "list", "-oyaml"}).global.output == OutputFormat::yaml);
+  CHECK(parse_ok({"egress", "list", "-o", "json"}).global.output == OutputFormat::json);
+  CHECK(parse_err({"egress", "list", "-oxml"}).find("xml") != std::string::npos);
+  CHECK(parse_err({"egress", "list", "-x"}).find("unknown flag") != std::string::npos);
+}

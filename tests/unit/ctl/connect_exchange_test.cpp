@@ -59,3 +59,13 @@ TEST_CASE("unknown fields in an answer from a newer agent are ignored") {
   CHECK(run_ctl({"agent", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
   CHECK(out.str().find("9.9.9") != std::string::npos);
 }
+
+TEST_CASE("a delete says what it deleted (its answer is empty); -o json prints the answer as it is") {
+  FakeAgent agent({{200, "{}"}, {200, "{}"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"workspace", "delete", "ws-1", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  CHECK(out.str() == "workspace ws-1 deleted\n");
+  std::ostringstream json;
+  CHECK(run_ctl({"egress", "delete", "eg-1", "-ojson", "--socket", agent.socket_path()}, json, err, nullptr) == 0);
+  CHECK(json.str() == "{}\n");
+}

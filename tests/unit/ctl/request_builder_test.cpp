@@ -141,3 +141,12 @@ TEST_CASE("an unreadable file names the flag") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().message.rfind("--password-file: ", 0) == 0);
 }
+
+TEST_CASE("--netns takes a path as it is and a bare name as the path ip netns gives it") {
+  v1::CreateWorkspaceRequest by_name, by_path;
+  const auto policy = files({{"p.yaml", "mode: NETWORK_MODE_ISOLATED\n"}});
+  REQUIRE(build({"workspace", "create", "--netns", "vm1", "--policy", "p.yaml"}, by_name, policy).ok());
+  REQUIRE(build({"workspace", "create", "--netns", "/proc/42/ns/net", "--policy", "p.yaml"}, by_path, policy).ok());
+  CHECK(by_name.netns() == "/run/netns/vm1");
+  CHECK(by_path.netns() == "/proc/42/ns/net");
+}
