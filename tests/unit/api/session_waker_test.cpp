@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "agent/api/http/byte_stream.h"
@@ -30,63 +31,60 @@ struct Pair {
   }
 };
 
+// A session's stream over one end of a socket pair, with its waker and idle mark.
+struct Session {
+  Pair p;
+  std::shared_ptr<SessionWaker> waker;
+  SocketStream socket{p.server.get()};
+  std::atomic<int64_t> idle{-1};
+  DeadlineStream stream;
+  explicit Session(std::chrono::milliseconds idle_timeout)
+      : waker(make_waker()), stream(socket, p.server.get(), idle_timeout, 30s, idle) {}
+  static std::shared_ptr<SessionWaker> make_waker() {
+    auto w = SessionWaker::create();
+    REQUIRE(w.ok());
+    return std::move(*w);
+  }
+  ByteStream::Wait wait() { return stream.wait_readable(waker->fd()); }
+};
+
 }  // namespace
 
 TEST_CASE("a wake from another thread ends the wait of a session blocked on its socket") {
-  Pair p;
-  auto waker = SessionWaker::create();
-  REQUIRE(waker.ok());
-  SocketStream socket(p.server.get());
-  std::atomic<int64_t> idle{-1};
-  DeadlineStream s(socket, p.server.get(), 60s, 30s, idle);
-  std::thread other([w = *waker] { w->wake(); });
-  CHECK(s.wait_readable((*waker)->fd()) == ByteStream::Wait::woken);
+  Session t(60s);
+  std::thread other([w = t.waker] { w->wake(); });
+  CHECK(t.wait() == ByteStream::Wait::woken);
   other.join();
-  (*waker)->clear();
+  t.waker->clear();
   // Taken: the next wait is for the socket again.
-  REQUIRE(::send(p.client.get(), "x", 1, 0) == 1);
-  CHECK(s.wait_readable((*waker)->fd()) == ByteStream::Wait::readable);
+  REQUIRE(::send(t.p.client.get(), "x", 1, 0) == 1);
+  CHECK(t.wait() == ByteStream::Wait::readable);
   char c = 0;
-  CHECK(s.read(&c, 1) == 1);
+  CHECK(t.stream.read(&c, 1) == 1);
 }
 
 TEST_CASE("the wait ends at the idle timeout with nothing read") {
-  Pair p;
-  auto waker = SessionWaker::create();
-  REQUIRE(waker.ok());
-  SocketStream socket(p.server.get());
-  std::atomic<int64_t> idle{-1};
-  DeadlineStream s(socket, p.server.get(), 50ms, 30s, idle);
-  CHECK(s.wait_readable((*waker)->fd()) == ByteStream::Wait::timed_out);
-  CHECK(idle.load() >= 0);  // idle: a listener at its cap may shed it
+  Session t(50ms);
+  CHECK(t.wait() == ByteStream::Wait::timed_out);
+  CHECK(t.idle.load() >= 0);  // idle: a listener at its cap may shed it
 }
 
 TEST_CASE("the peer's close is readable, so that read() reports it") {
-  Pair p;
-  auto waker = SessionWaker::create();
-  REQUIRE(waker.ok());
-  SocketStream socket(p.server.get());
-  std::atomic<int64_t> idle{-1};
-  DeadlineStream s(socket, p.server.get(), 60s, 30s, idle);
-  p.client.reset();
-  CHECK(s.wait_readable((*waker)->fd()) == ByteStream::Wait::readable);
+  Session t(60s);
+  t.p.client.reset();
+  CHECK(t.wait() == ByteStream::Wait::readable);
   char c = 0;
-  CHECK(s.read(&c, 1) == 0);
+  CHECK(t.stream.read(&c, 1) == 0);
 }
 
 TEST_CASE("a connection holding a stream that waits for events is not idle") {
-  Pair p;
-  auto waker = SessionWaker::create();
-  REQUIRE(waker.ok());
-  SocketStream socket(p.server.get());
-  std::atomic<int64_t> idle{-1};
-  DeadlineStream s(socket, p.server.get(), 20ms, 30s, idle);
-  s.holds_waiting_stream(true);
-  CHECK(s.wait_readable((*waker)->fd()) == ByteStream::Wait::timed_out);
-  CHECK(idle.load() == -1);
-  s.holds_waiting_stream(false);
-  CHECK(s.wait_readable((*waker)->fd()) == ByteStream::Wait::timed_out);
-  CHECK(idle.load() >= 0);
+  Session t(20ms);
+  t.stream.holds_waiting_stream(true);
+  CHECK(t.wait() == ByteStream::Wait::timed_out);
+  CHECK(t.idle.load() == -1);
+  t.stream.holds_waiting_stream(false);
+  CHECK(t.wait() == ByteStream::Wait::timed_out);
+  CHECK(t.idle.load() >= 0);
 }
 
 TEST_CASE("stop wakes the session and says so") {
@@ -100,14 +98,11 @@ TEST_CASE("stop wakes the session and says so") {
 }
 
 TEST_CASE("end_reads_by bounds a read the idle timeout would let block") {
-  Pair p;
-  SocketStream socket(p.server.get());
-  std::atomic<int64_t> idle{-1};
-  DeadlineStream s(socket, p.server.get(), 60s, 30s, idle);
+  Session t(60s);
   const auto start = std::chrono::steady_clock::now();
-  s.end_reads_by(start + 100ms);
+  t.stream.end_reads_by(start + 100ms);
   char c = 0;
-  CHECK(s.read(&c, 1) < 0);
+  CHECK(t.stream.read(&c, 1) < 0);
   CHECK(std::chrono::steady_clock::now() - start < 5s);
-  CHECK(s.read(&c, 1) < 0);  // past it: at once
+  CHECK(t.stream.read(&c, 1) < 0);  // past it: at once
 }
