@@ -48,10 +48,15 @@ VPTR_PROBE_FAILED = re.compile(
     r"(?:<memory cannot be printed>\n| [0-9a-f ]+\n *\^~+\n *invalid vptr\n)")
 
 
+SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ubsan_at_fd_limit.supp")
+
+
 def reporting_ubsan(agent_factory):
-    """An agent_factory whose agents' UBSan reports without halting (see
-    VPTR_PROBE_FAILED)."""
-    return lambda config: agent_factory(config=config, env={"UBSAN_OPTIONS": "halt_on_error=0"})
+    """An agent_factory whose agents' UBSan skips the vptr check and reports the rest
+    without halting (see VPTR_PROBE_FAILED: rendering those false reports also leaked
+    the demangler's buffers, which LeakSanitizer then reported at exit)."""
+    return lambda config: agent_factory(config=config,
+                                        env={"UBSAN_OPTIONS": f"halt_on_error=0:suppressions={SUPPRESSIONS}"})
 
 
 def handles(pid):
