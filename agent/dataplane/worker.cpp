@@ -9,12 +9,21 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 namespace kib::dataplane {
 
 namespace {
+
+// The guest's address and port of an accepted socket; nullopt once it has none.
+std::optional<relay::SocketAddress> guest_address(int guest_fd) {
+  relay::SocketAddress peer{};
+  socklen_t len = sizeof peer;
+  if (getpeername(guest_fd, &peer.sa, &len) != 0) return std::nullopt;
+  return peer;
+}
 
 // Refuses an accepted guest connection with an RST.
 void reset_and_close(UniqueFd fd) {
@@ -314,12 +323,10 @@ void Worker::list_connections(std::string workspace_id, uint64_t after_id, size_
   v1::Connection v;
   v.set_connection_id(c.id);
   v.set_workspace_id(ws.plan->id);
-  relay::SocketAddress peer{};
-  socklen_t plen = sizeof peer;
   if (c.guest_peer) {
     v.set_guest_address(relay::to_string(*c.guest_peer));
-  } else if (getpeername(c.guest_fd(), &peer.sa, &plen) == 0) {
-    v.set_guest_address(relay::to_string(peer));
+  } else if (const auto peer = guest_address(c.guest_fd())) {
+    v.set_guest_address(relay::to_string(*peer));
   }
   if (const auto dst = c.original_dst(); dst.sa.sa_family != AF_UNSPEC)
     v.set_original_destination(relay::to_string(dst));
@@ -360,9 +367,7 @@ relay::RelayConnection* Worker::add_connection(LoopWorkspace& ws, UniqueFd guest
   ++ws.connections;
   c->set_traffic(&es.traffic);
   if (opts_.access_log != nullptr) {  // the guest's address, for its access log line
-    auto peer = std::make_unique<relay::SocketAddress>();
-    socklen_t plen = sizeof *peer;
-    if (getpeername(c->guest_fd(), &peer->sa, &plen) == 0) c->guest_peer = std::move(peer);
+    if (const auto peer = guest_address(c->guest_fd())) c->guest_peer = std::make_unique<relay::SocketAddress>(*peer);
   }
   ws.plan->stats->connections.fetch_add(1, std::memory_order_relaxed);
   opts_.total_connections->fetch_add(1, std::memory_order_relaxed);
@@ -539,9 +544,7 @@ void Worker::log_unpublished(const LoopWorkspace& ws, const std::string& egress_
   r.closed_at = std::chrono::system_clock::now();
   r.workspace_id = ws.plan->id;
   r.egress_id = egress_id;
-  relay::SocketAddress peer{};
-  socklen_t plen = sizeof peer;
-  if (getpeername(guest_fd, &peer.sa, &plen) == 0) r.guest = relay::to_string(peer);
+  if (const auto peer = guest_address(guest_fd)) r.guest = relay::to_string(*peer);
   r.destination = relay::to_string(dst);
   r.reason = relay::CloseReason::dial_failed;
   r.dial_cause = relay::dial_cause_name(relay::DialCause::local);
