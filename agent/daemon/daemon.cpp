@@ -23,6 +23,7 @@
 #include "agent/daemon/effective_config.h"
 #include "agent/daemon/fd_store.h"
 #include "agent/daemon/handover.h"
+#include "agent/daemon/host_check.h"
 #include "agent/daemon/logging.h"
 #include "agent/daemon/options.h"
 #include "agent/daemon/relay_handover.h"
@@ -45,6 +46,10 @@ int check_config(const std::string& file) {
   auto config = load_effective_config(file);
   if (!config.ok()) {
     std::fprintf(stderr, "%s\n", config.error().message.c_str());
+    return 1;
+  }
+  if (auto st = check_host_prerequisites(*config); !st.ok()) {
+    std::fprintf(stderr, "%s%s\n", file.empty() ? "" : (file + ": ").c_str(), st.error().message.c_str());
     return 1;
   }
   std::printf("config OK\n");

@@ -49,7 +49,10 @@ Status remove_stale_socket(const std::string& path, const sockaddr_un& addr) {
   return {};
 }
 
-Result<gid_t> lookup_group(const std::string& name) {
+
+}  // namespace
+
+Result<gid_t> lookup_socket_group(const std::string& name) {
   std::vector<char> buf(16384);
   group grp{};
   group* found = nullptr;
@@ -58,8 +61,6 @@ Result<gid_t> lookup_group(const std::string& name) {
     return Error{Code::invalid_argument, "api.unix_socket_group: no group named " + name};
   return found->gr_gid;
 }
-
-}  // namespace
 
 Result<UnixListener> UnixListener::open(const ApiConfig& api) {
   UnixListener l;
@@ -76,7 +77,7 @@ Result<UnixListener> UnixListener::open(const ApiConfig& api) {
     return errno_error("cannot bind " + l.path_);
   if (::chmod(l.path_.c_str(), api.unix_socket_mode) != 0) return errno_error("cannot chmod " + l.path_);
   if (!api.unix_socket_group.empty()) {
-    KIB_TRY_ASSIGN(auto gid, lookup_group(api.unix_socket_group));
+    KIB_TRY_ASSIGN(auto gid, lookup_socket_group(api.unix_socket_group));
     if (::chown(l.path_.c_str(), static_cast<uid_t>(-1), gid) != 0) return errno_error("cannot chown " + l.path_);
   }
   if (::listen(l.fd_.get(), 128) != 0) return errno_error("cannot listen on " + l.path_);

@@ -3,6 +3,8 @@
 // mode and group applied. A stale socket file from a crash is replaced, but a second
 // agent on the same socket is refused: it holds "<socket>.lock" (flock) and answers
 // on the socket.
+#include <sys/types.h>
+
 #include <string>
 
 #include "agent/common/result.h"
@@ -10,6 +12,9 @@
 #include "agent/config/config.h"
 
 namespace kib::api {
+
+// api.unix_socket_group's gid; the error names the key.
+Result<gid_t> lookup_socket_group(const std::string& name);
 
 class UnixListener {
  public:

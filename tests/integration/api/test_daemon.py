@@ -68,6 +68,32 @@ def test_check_config_refuses_a_bad_cidr(tmp_state):
     assert "egress.allowed_special_purpose_cidrs[1]" in out.stderr
 
 
+def _check(tmp_state, text):
+    path = os.path.join(tmp_state, "host.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return run_agent("--check-config", "--config", path), path
+
+
+def test_check_config_checks_what_the_start_needs_from_the_host(tmp_state):
+    # Each of these passes the file's own checks and would fail the start.
+    out, path = _check(tmp_state, "api:\n  unix_socket_group: kibotos-no-such-group\n")
+    assert out.returncode == 1
+    assert out.stderr.strip() == path + ": api.unix_socket_group: no group named kibotos-no-such-group"
+    missing = os.path.join(tmp_state, "absent")
+    out, _ = _check(tmp_state, "api:\n  tls:\n    listen: 127.0.0.1:7443\n"
+                    f"    cert: {missing}/s.crt\n    key: {missing}/s.key\n    client_ca: {missing}/ca.crt\n")
+    assert out.returncode == 1
+    assert missing + "/s.crt" in out.stderr, out.stderr
+    out, _ = _check(tmp_state, f"log:\n  access:\n    path: {missing}/access.log\n")
+    assert out.returncode == 1
+    assert f"log.access.path {missing}/access.log: its folder {missing}: No such file or directory" in out.stderr, out.stderr
+    # The same host items, when present, pass: a group that exists, a writable folder.
+    out, _ = _check(tmp_state, f"api:\n  unix_socket_group: root\nlog:\n  access:\n    path: {tmp_state}/a.log\n")
+    assert out.returncode == 0, out.stderr
+    assert not os.path.exists(os.path.join(tmp_state, "a.log")), "the check creates nothing"
+
+
 def test_an_unknown_key_stops_the_start(tmp_state):
     a = Agent(workdir=tmp_state, config={"api": {"unix_sockett": "/tmp/x"}})
     a.write_config()
