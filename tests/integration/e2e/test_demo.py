@@ -140,3 +140,27 @@ def test_demo_says_it_needs_root():
     assert proc.returncode == 1, proc
     assert "needs root" in proc.stderr, proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_demo_killed_with_sigkill_is_cleaned_up_by_the_next_one():
+    tables = host_nft_tables()
+    dead = subprocess.Popen(demo_args("--duration", "60"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        head = read_until(dead, r"^OK   covered", timeout=60)
+        dead.kill()  # no cleanup: its agent, servers, namespaces, veth and route stay
+        dead.wait(timeout=10)
+        rest = dead.stdout.read()
+    finally:
+        if dead.poll() is None:
+            dead.kill()
+            dead.wait()
+    left = Leftovers(dead.pid, head + rest)
+    found = left.found()
+    assert any(f.startswith("namespace ") for f in found) and any(f.startswith("process ") for f in found), found
+    proc = subprocess.run(demo_args("--duration", "1"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"removed what demo {dead.pid} left when it died: " in proc.stdout, proc.stdout
+    assert left.found() == []
+    assert not os.path.exists(f"/run/kibotos-demo/{dead.pid}.json")
+    assert host_nft_tables() == tables
