@@ -49,7 +49,6 @@ Status remove_stale_socket(const std::string& path, const sockaddr_un& addr) {
   return {};
 }
 
-
 }  // namespace
 
 Result<gid_t> lookup_socket_group(const std::string& name) {
