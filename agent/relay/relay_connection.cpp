@@ -1,5 +1,5 @@
 // A relayed connection's life: the dial's socket operations (the dial's logic is
-// egress_dial.cpp), completion dispatch, timers (connect, handshake, idle, drain), close
+// egress_dial.cpp), completion dispatch, timers (connect, handshake, idle, drain, TLS buffer release), close
 // and release. The relaying itself is relay_flows.cpp (copy, TLS) and
 // relay_splice.cpp (bulk flows).
 #include "agent/relay/relay_connection.h"
@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <utility>
@@ -17,6 +18,9 @@
 namespace kib::relay {
 
 namespace {
+
+// A TLS connection quiet this long gives back its session's spare buffers.
+constexpr uint64_t kTlsReleaseAfterMs = 1000;
 
 // Out of descriptors or socket memory: the owner stops accepting for a while.
 bool is_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
@@ -230,6 +234,7 @@ void RelayConnection::on_connected(int32_t res) {
 void RelayConnection::enter_relay() {
   phase_ = Phase::relaying;
   tls_ = dial_->take_tls();
+  tls_release_due_ = tls_ != nullptr;  // the handshake's flights may have grown its BIOs
   dial_.reset();
   last_activity_ = loop_.now_ms();
   rearm_timer();
@@ -302,6 +307,7 @@ void RelayConnection::on_dial_bytes(uint8_t* data, uint32_t len, int32_t bid) {
 void RelayConnection::rearm_timer() {
   if (phase_ == Phase::closing || phase_ == Phase::moving) return;
   uint64_t d = phase_ == Phase::relaying ? last_activity_ + timeouts_.idle_ms : phase_deadline_;
+  if (phase_ == Phase::relaying && tls_release_due_) d = std::min(d, last_activity_ + kTlsReleaseAfterMs);
   if (drain_deadline_ != 0 && (d == 0 || drain_deadline_ < d)) d = drain_deadline_;
   if (d == 0) return timer_.cancel();
   loop_.timers().arm(timer_, d);
@@ -313,6 +319,10 @@ void RelayConnection::on_timer(uring::Timer&) {
   switch (phase_) {
     case Phase::relaying:
       if (now >= last_activity_ + timeouts_.idle_ms) return close(true, CloseReason::idle_timeout);
+      if (tls_release_due_ && now >= last_activity_ + kTlsReleaseAfterMs) {
+        tls_release_due_ = false;
+        tls_->release_spare_buffers();
+      }
       return rearm_timer();
     case Phase::connecting:
       if (now >= phase_deadline_) {

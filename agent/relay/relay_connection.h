@@ -105,6 +105,8 @@ class RelayConnection final : private uring::OpOwner,
   // The guest socket given to the constructor must be moved.guest's.
   void resume(MovedRelay moved);
 
+  // TLS: what the session's memory BIOs hold allocated (0 without TLS).
+  size_t tls_buffer_bytes() const { return tls_ ? tls_->bio_capacity() : 0; }
   bool draining() const { return drain_deadline_ != 0; }
   bool closing() const { return phase_ == Phase::closing; }
   bool established() const { return phase_ == Phase::relaying; }
@@ -253,7 +255,8 @@ class RelayConnection final : private uring::OpOwner,
   bool asked_plain_fd_ = false;
   bool shutdown_on_fd_ = false;  // the guest's FIN waits for the slot's plain fd
   bool connect_timed_out_ = false;
-  bool up_fin_ = false;  // TLS: the Egress's TCP stream ended (the session may hold more)
+  bool up_fin_ = false;           // TLS: the Egress's TCP stream ended (the session may hold more)
+  bool tls_release_due_ = false;  // TLS: bytes moved since the session's buffers were released
   bool move_failed_ = false;
   bool guest_watch_ = false;      // the guest's recv tag is a poll for its reset while dialing
   bool first_byte_seen_ = false;  // the Egress's first byte after the dial was timed

@@ -169,6 +169,10 @@ void RelayConnection::tls_take_in(int side, const uint8_t* data, uint32_t len, i
     ok = tls_->write(data, len) == TlsSession::Io::ok;
   loop_.give_back(static_cast<uint16_t>(bid));
   if (!ok) return close(true, CloseReason::upstream_reset);
+  if (!tls_release_due_) {
+    tls_release_due_ = true;
+    rearm_timer();
+  }
   pump(side);
 }
 

@@ -1,22 +1,45 @@
 #include "agent/relay/tls_session.h"
 
+#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
 namespace kib::relay {
+namespace {
+
+// A drained memory BIO keeps the capacity of its largest burst (a flight of 16 KiB
+// records) for the connection's life: after 64 KiB each way an idle connection held
+// ~150 KiB in its two BIOs. Past this, release_spare_buffers() swaps a drained BIO for
+// an empty one (after the handshake: SSL's buffering BIO is gone by then).
+constexpr size_t kKeptBioCapacity = 4096;
+
+size_t capacity(BIO* b) {
+  BUF_MEM* m = nullptr;
+  BIO_get_mem_ptr(b, &m);
+  return m != nullptr ? m->max : 0;
+}
+
+bool holds_spare(BIO* b) { return BIO_ctrl_pending(b) == 0 && capacity(b) > kKeptBioCapacity; }
+
+BIO* new_read_bio() {
+  BIO* b = BIO_new(BIO_s_mem());
+  // An empty read BIO means "wait for more", not end of stream.
+  if (b != nullptr) BIO_set_mem_eof_return(b, -1);
+  return b;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<TlsSession>> TlsSession::create(std::shared_ptr<TlsClientContext> ctx) {
   auto s = std::make_unique<TlsSession>();
   s->ssl_.reset(SSL_new(ctx->get()));
   if (!s->ssl_) return Error{Code::resource_exhausted, "SSL_new failed"};
   SSL* ssl = s->ssl_.get();
-  BioPtr rbio(BIO_new(BIO_s_mem()));
+  BioPtr rbio(new_read_bio());
   BioPtr wbio(BIO_new(BIO_s_mem()));
   if (!rbio || !wbio) return Error{Code::resource_exhausted, "BIO_new failed"};
   s->rbio_ = rbio.release();
   s->wbio_ = wbio.release();
-  // An empty read BIO means "wait for more", not end of stream.
-  BIO_set_mem_eof_return(s->rbio_, -1);
   SSL_set_bio(ssl, s->rbio_, s->wbio_);
   SSL_set_connect_state(ssl);
   const std::string& name = ctx->verify_name();
@@ -44,13 +67,34 @@ TlsSession::~TlsSession() {
 
 void TlsSession::feed(const uint8_t* data, size_t len) { BIO_write(rbio_, data, static_cast<int>(len)); }
 
-void TlsSession::feed_eof() { BIO_set_mem_eof_return(rbio_, 0); }
+void TlsSession::feed_eof() {
+  eof_ = true;
+  BIO_set_mem_eof_return(rbio_, 0);
+}
 
 size_t TlsSession::pending_out() const { return BIO_ctrl_pending(wbio_); }
 
 size_t TlsSession::take_out(uint8_t* buf, size_t cap) {
   int n = BIO_read(wbio_, buf, static_cast<int>(cap));
   return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+size_t TlsSession::bio_capacity() const { return capacity(rbio_) + capacity(wbio_); }
+
+void TlsSession::release_spare_buffers() {
+  if (!SSL_is_init_finished(ssl_.get())) return;
+  if (!eof_ && holds_spare(rbio_)) {
+    if (BIO* fresh = new_read_bio()) {
+      SSL_set0_rbio(ssl_.get(), fresh);  // frees the old one
+      rbio_ = fresh;
+    }
+  }
+  if (holds_spare(wbio_)) {
+    if (BIO* fresh = BIO_new(BIO_s_mem())) {
+      SSL_set0_wbio(ssl_.get(), fresh);
+      wbio_ = fresh;
+    }
+  }
 }
 
 TlsSession::Io TlsSession::map_error(int rc, const char* what) {

@@ -41,6 +41,11 @@ class TlsSession {
   void shutdown();
   std::string last_error() const { return error_; }
   bool resumed() const;
+  // Bytes the two memory BIOs hold allocated (data or spare capacity).
+  size_t bio_capacity() const;
+  // Swaps each drained memory BIO that kept a burst's capacity for an empty one: for an
+  // idle connection (a swap per drain would cost a regrowth per burst).
+  void release_spare_buffers();
 
  private:
   Io map_error(int rc, const char* what);
@@ -49,6 +54,7 @@ class TlsSession {
   BIO* wbio_ = nullptr;  // owned by ssl_
   std::shared_ptr<TlsClientContext> ctx_;
   std::string error_;
+  bool eof_ = false;  // the read BIO's "end of stream" was set: it stays
 };
 
 }  // namespace kib::relay

@@ -434,6 +434,30 @@ const std::vector<Case>& cases() {
     REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
       },
       true},
+      {"TLS: a burst's buffers are given back once the connection has been quiet a second",
+       [] {
+    Socks5Script s = script(Then::echo);
+    s.tls = &cert();
+    return s;
+       }(),
+       [](World& w) {
+    RelayConnection* c = nullptr;
+    auto g = w.connect(&c);
+    const std::string burst(256 * 1024, 'b');
+    g->send(burst);
+    REQUIRE(w.drive(
+        *g, [&] { return g->in.size() == burst.size(); }, 8000));
+    CHECK((g->in == burst));
+    CHECK(c->tls_buffer_bytes() > 2 * 4096);
+    w.loop.step(1300);
+    CHECK(c->tls_buffer_bytes() <= 2 * 4096);
+    g->send("after");
+    REQUIRE(w.drive(*g, [&] { return g->in.size() == burst.size() + 5; }));
+    CHECK(g->in.substr(burst.size()) == "after");
+    g->send("", true);
+    REQUIRE(w.drive(*g, [&] { return w.obs.released == 1; }));
+      },
+      true},
       {"TLS half-close up -> guest: close_notify reaches the guest as EOF, it can still send",
        [] {
     Socks5Script s = script(Then::send_and_shut);

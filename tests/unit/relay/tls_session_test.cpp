@@ -214,6 +214,54 @@ TEST_CASE("a ca_cert without a PEM certificate is invalid_argument") {
   CHECK(!ctx.ok());
 }
 
+TEST_CASE("released after a burst, the session's BIOs hold no spare buffer, and the connection goes on") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  auto ctx = TlsClientContext::create("socks.test", cert->pem);
+  auto s = TlsSession::create(*ctx);
+  Server server(*cert);
+  REQUIRE(handshake(**s, server) == Io::ok);
+  take_tickets(**s, server);
+  // 64 KiB each way: four full records queue in each memory BIO at once.
+  const std::string up(64 * 1024, 'u');
+  REQUIRE((*s)->write(reinterpret_cast<const uint8_t*>(up.data()), up.size()) == Io::ok);
+  CHECK((*s)->bio_capacity() >= up.size());
+  pump(**s, server);
+  std::string at_server(up.size(), '\0');
+  size_t got = 0;
+  REQUIRE(SSL_read_ex(server.ssl(), at_server.data(), at_server.size(), &got) == 1);
+  while (got < up.size()) {
+    size_t more = 0;
+    REQUIRE(SSL_read_ex(server.ssl(), at_server.data() + got, at_server.size() - got, &more) == 1);
+    got += more;
+  }
+  CHECK(at_server == up);
+  const std::string down(64 * 1024, 'd');
+  REQUIRE(SSL_write(server.ssl(), down.data(), static_cast<int>(down.size())) == static_cast<int>(down.size()));
+  pump(**s, server);
+  std::string at_client;
+  uint8_t buf[16384];
+  size_t n = 0;
+  Io io;
+  while ((io = (*s)->read(buf, sizeof buf, &n)) == Io::ok) at_client.append(reinterpret_cast<char*>(buf), n);
+  CHECK(io == Io::want_read);
+  CHECK(at_client == down);
+  // Drained, the BIOs keep the burst's capacity (no regrowth per burst) until the
+  // release, which leaves each at most the kept 4 KiB.
+  CHECK((*s)->bio_capacity() >= up.size());
+  (*s)->release_spare_buffers();
+  CHECK((*s)->bio_capacity() <= 2 * 4096);
+  // The swapped BIOs carry the next exchange.
+  REQUIRE((*s)->write(reinterpret_cast<const uint8_t*>("again"), 5) == Io::ok);
+  pump(**s, server);
+  char small[16] = {};
+  CHECK(SSL_read(server.ssl(), small, sizeof small) == 5);
+  CHECK(std::string(small) == "again");
+  SSL_write(server.ssl(), "back", 4);
+  pump(**s, server);
+  REQUIRE((*s)->read(buf, sizeof buf, &n) == Io::ok);
+  CHECK(std::string(reinterpret_cast<char*>(buf), n) == "back");
+}
+
 TEST_CASE("close_notify from the server reads as closed") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
   auto ctx = TlsClientContext::create("socks.test", cert->pem);
