@@ -8,7 +8,8 @@
     sudo tests/bench/run.py --scale [--workspaces N --connections K]   # tests/bench/scale.py
 
 Measures, side by side: the routed path (no proxy), redsocks (REDIRECT; copy and splice
-modes) and kibotos-agent (SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside TLS).
+modes), redsocks in front of a local stunnel client (the TLS peer) and kibotos-agent
+(SOCKS5 with 1 and 2 data-plane threads, SOCKS5 inside TLS).
 See docs/bench/README.md for what each figure means.
 """
 import argparse
@@ -49,6 +50,9 @@ MODES = {  # name: (label, kind, data-plane threads)
     "routed": ("routed (no proxy)", "routed", None),
     "redsocks-copy": ("redsocks copy", "peer", None),
     "redsocks-splice": ("redsocks splice", "peer", None),
+    # What users build for a SOCKS5-over-TLS server: redsocks (copy) in front of a local
+    # stunnel client; its relay CPU and memory are both processes'.
+    "redsocks-stunnel": ("redsocks + stunnel client (TLS)", "peer-tls", None),
     "kibotos-1t": ("kibotos SOCKS5, 1 thread", "kibotos", 1),
     "kibotos-2t": ("kibotos SOCKS5, 2 threads", "kibotos", 2),
     "kibotos-tls-1t": ("kibotos SOCKS5+TLS, 1 thread", "kibotos-tls", 1),
@@ -58,6 +62,7 @@ MODES = {  # name: (label, kind, data-plane threads)
 }
 BASELINE_MODES = ("kibotos-base-1t", "kibotos-base-tls-1t")
 PEER_MODES = ("redsocks-copy", "redsocks-splice")
+TLS_PEER_MODES = ("redsocks-stunnel",)
 
 
 def log(msg):
@@ -130,19 +135,28 @@ class Bench:
                                                         "samples": {}, "raw": {}})
         if run_index > 0 and not entry["available"]:
             return
-        relay_pid, cleanup, agent = None, None, None
+        relay_pids, cleanup, agent = [], None, None
         try:
             if kind == "peer":
                 rs = peers.start_redsocks(self.lab, self.workdir, self.socks_port,
                                           splice=(name == "redsocks-splice"))
-                relay_pid, cleanup = rs.pid, (lambda: peers.stop_redsocks(self.lab, rs))
+                relay_pids, cleanup = [rs.pid], (lambda: peers.stop_redsocks(self.lab, rs))
+            elif kind == "peer-tls":
+                st = peers.start_stunnel_client(self.lab, self.workdir, self.certs)
+                rs = peers.start_redsocks(self.lab, self.workdir, peers.STUNNEL_CLIENT_PORT, splice=False,
+                                          upstream_ip="127.0.0.1")
+
+                def cleanup():
+                    peers.stop_redsocks(self.lab, rs)
+                    self.lab.stop(st)
+                relay_pids = [rs.pid, st.pid]
             elif kind.startswith("kibotos"):
                 agent, why = self.start_kibotos(name, kind, threads, run_index, entry)
                 if agent is None:
                     entry["reason"] = why
                     log(f"{name}: not available: {why}")
                     return
-                relay_pid, cleanup = agent.pid, agent.stop
+                relay_pids, cleanup = [agent.pid], agent.stop
             why = self.not_through(kind)
             if why:
                 entry["reason"] = why
@@ -152,7 +166,7 @@ class Bench:
             load = " ".join(open("/proc/loadavg").read().split()[:3])
             entry["raw"].setdefault("load_at_start", []).append(load)
             log(f"{name}: run {run_index + 1}/{self.p['runs']}, {','.join(sorted(families))} (load {load})")
-            self.measure_all(name, entry, relay_pid, agent, families)
+            self.measure_all(name, entry, relay_pids, agent, families)
         except OutOfTime:
             entry.setdefault("reason", "the run's time bound was reached")
             raise
@@ -222,16 +236,16 @@ class Bench:
             agent.stop()
             return None, f"{type(e).__name__}: {e}" + (f"; agent log: {tail}" if tail else "")
 
-    def measure_all(self, name, entry, relay_pid, agent, fams):
+    def measure_all(self, name, entry, relay_pids, agent, fams):
         self.fig, self.raw = entry["samples"], entry["raw"]
-        pids = [relay_pid] if relay_pid else None
+        pids = relay_pids or None
         if "mem" in fams:  # first: the relay's RSS is read fresh, before anything else ran
             # Behind TLS, stunnel (in front of the SOCKS server) is one process with 2
             # fds per connection: it caps that mode like the peers.
-            two_fd = entry["kind"] in ("peer", "kibotos-tls")
+            two_fd = entry["kind"] in ("peer", "peer-tls", "kibotos-tls")
             n = self.p["hold_n_peers"] if two_fd else self.p["hold_n"]
             entry["hold_n"] = n
-            self.measure_memory(relay_pid, n, warm_up=True)
+            self.measure_memory(relay_pids, n, warm_up=True)
         if "tput" in fams:
             self.settle_for_throughput()
             self.measure_throughput(pids)
@@ -247,21 +261,21 @@ class Bench:
     def add(self, key, value):
         self.fig.setdefault(key, []).append(value)
 
-    def measure_memory(self, relay_pid, n, warm_up):
-        rss_fresh = peers.rss_kib(relay_pid) if relay_pid else None
+    def measure_memory(self, relay_pids, n, warm_up):
+        rss_fresh = sum(peers.rss_kib(pid) for pid in relay_pids) if relay_pids else None
         # One unmeasured hold in each mode's first run: dante forks helper processes as
         # load grows and keeps them, so without it the first relay measured would pay the
         # SOCKS server's growth.
         if warm_up:
             self.check_time()
-            measure.hold(self.lab, self.tools, n, relay_pid, max_seconds=90)
+            measure.hold(self.lab, self.tools, n, relay_pids, max_seconds=90)
         self.check_time()
-        r = measure.hold(self.lab, self.tools, n, relay_pid, max_seconds=90, rss_base=rss_fresh)
+        r = measure.hold(self.lab, self.tools, n, relay_pids, max_seconds=90, rss_base=rss_fresh)
         self.raw.setdefault("hold", []).append(r)
         for k in ("sys_kib_per_conn", "sys_net_kib_per_conn", "lab_kib_per_conn"):
             self.add(k, r[k])
         self.add("hold_errors", r["errors"])
-        if relay_pid:
+        if relay_pids:
             for k in ("rss_idle_kib", "rss_kib_per_conn", "fd_leak"):
                 self.add(k, r[k])
 
@@ -472,7 +486,8 @@ class Bench:
         routed path moved more than 2× from the run published in out is not published
         there (it goes to a temp dir) unless --accept-moves gives the reason."""
         os.makedirs(out, exist_ok=True)
-        report.add_ratios(self.results, [m for m in PEER_MODES if m in self.results["modes"]])
+        report.add_ratios(self.results, [m for m in PEER_MODES if m in self.results["modes"]],
+                          [m for m in TLS_PEER_MODES if m in self.results["modes"]])
         code = 0
         previous = os.path.join(out, "results.json")
         if os.path.exists(previous):
@@ -481,7 +496,7 @@ class Bench:
             self.results["moved_since_previous"] = moves
             for m in moves:
                 log(f"MOVED > 2x since {m['commit']}: {m['mode']} {m['figure']} {m['before']:.4g} -> {m['now']:.4g}")
-            if any(m["kind"] in ("peer", "routed") for m in moves):
+            if any(m["kind"] in ("peer", "peer-tls", "routed") for m in moves):
                 if self.args.accept_moves:
                     self.results["moves_accepted"] = self.args.accept_moves
                 else:

@@ -148,21 +148,27 @@ def seen_from(lab, tools):
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
+def _total(fn, pids):
+    """fn summed over the relay's processes (one, or a chain such as redsocks + stunnel)."""
+    return sum(fn(pid) for pid in pids)
+
+
+def hold(lab, tools, n, relay_pids, max_seconds, rss_base=None):
     """Holds n idle connections, each confirmed end to end, and reads the memory they
-    cost: relay RSS and system-wide MemAvailable. Then checks the relay's fds return to
+    cost: relay RSS (summed over relay_pids) and system-wide MemAvailable. Then checks the relay's fds return to
     their idle count once the client closes (no fd leak). The relay's RSS per connection
     is counted from `rss_base` (its RSS when fresh) when given: allocators keep what an
     earlier run freed, so the RSS just before a later run would hide the cost."""
-    rss0 = peers.rss_kib(relay_pid) if relay_pid else None
-    if relay_pid and rss_base is not None:
+    relay_pids = list(relay_pids or [])
+    rss0 = _total(peers.rss_kib, relay_pids) if relay_pids else None
+    if relay_pids and rss_base is not None:
         rss0 = rss_base
-    fds0 = peers.handle_count(relay_pid) if relay_pid else None
+    fds0 = _total(peers.handle_count, relay_pids) if relay_pids else None
     m0 = peers.settled_meminfo()
     kern0, avail0, slab0 = peers.kernel_kib(m0), peers.mem_available_kib(m0), m0["Slab"]
-    own0 = peers.own_kernel_kib(relay_pid) if relay_pid else 0
+    own0 = _total(peers.own_kernel_kib, relay_pids)
     tcp0 = peers.tcp_mem_kib()
-    others0 = peers.lab_pss_kib(lab, exclude=relay_pid)
+    others0 = peers.lab_pss_kib(lab, exclude=relay_pids)
     p = lab.spawn(lab.guest, [tools["client"], "hold", L.INET_IP, str(peers.HTTP_PORT), str(n),
                               str(max_seconds)],
                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -173,11 +179,11 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
         held, errors = int(line[1]), int(line[2])
         m1 = peers.settled_meminfo()
         kern1, avail1, slab1 = peers.kernel_kib(m1), peers.mem_available_kib(m1), m1["Slab"]
-        own1 = peers.own_kernel_kib(relay_pid) if relay_pid else 0
+        own1 = _total(peers.own_kernel_kib, relay_pids)
         tcp1 = peers.tcp_mem_kib()
-        others1 = peers.lab_pss_kib(lab, exclude=relay_pid)
-        rss1 = peers.rss_kib(relay_pid) if relay_pid else None
-        fds1 = peers.handle_count(relay_pid) if relay_pid else None
+        others1 = peers.lab_pss_kib(lab, exclude=relay_pids)
+        rss1 = _total(peers.rss_kib, relay_pids) if relay_pids else None
+        fds1 = _total(peers.handle_count, relay_pids) if relay_pids else None
         p.stdin.write("close\n")
         p.stdin.flush()
         p.stdout.readline()
@@ -185,10 +191,10 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     finally:
         lab.stop(p)
     fds_after = fds0
-    if relay_pid:
+    if relay_pids:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            fds_after = peers.handle_count(relay_pid)
+            fds_after = _total(peers.handle_count, relay_pids)
             if fds_after <= fds0:
                 break
             time.sleep(0.1)
@@ -208,11 +214,11 @@ def hold(lab, tools, n, relay_pid, max_seconds, rss_base=None):
     # other processes' stacks and page tables: dante forks helpers as load grows and
     # reaps them later, which moved this figure by ~3 KiB per connection between runs.
     if held:
-        own = (own1 - own0) + ((rss1 - rss0) if relay_pid else 0)
+        own = (own1 - own0) + ((rss1 - rss0) if relay_pids else 0)
         out["lab_kib_per_conn"] = ((slab1 - slab0) + own) / held
     else:
         out["lab_kib_per_conn"] = None
-    if relay_pid:
+    if relay_pids:
         out |= {"rss_idle_kib": rss0, "rss_held_kib": rss1,
                 "rss_kib_per_conn": (rss1 - rss0) / held if held else None,
                 "fds_idle": fds0, "fds_held": fds1, "fds_after": fds_after,

@@ -11,6 +11,7 @@ from . import lab as L
 
 SOCKS_PORTS = {"dante": 1080, "microsocks": 1081}
 STUNNEL_PORT = 1443
+STUNNEL_CLIENT_PORT = 1444  # the TLS chain's local stunnel client, in the ws namespace
 REDSOCKS_PORT = 12345
 HTTP_PORT = 8080
 IPERF_PORT = 5201
@@ -118,11 +119,12 @@ def pss_kib(pid):
     return 0
 
 
-def lab_pss_kib(lab, exclude=None):
+def lab_pss_kib(lab, exclude=()):
+    """PSS of the lab's processes but those in exclude (the relay's)."""
     total = 0
     for ns in lab.ns.values():
         for pid in lab.ns_pids(ns):
-            if pid == exclude:
+            if pid in exclude:
                 continue
             try:
                 total += pss_kib(pid)
@@ -273,8 +275,36 @@ key = {certs['server_key']}
 REDIRECT_TABLE = "kibotos_bench_redirect"
 
 
-def start_redsocks(lab, workdir, socks_port, splice):
-    conf = os.path.join(workdir, f"redsocks-{'splice' if splice else 'copy'}.conf")
+def start_stunnel_client(lab, workdir, certs):
+    """What users put between redsocks and a SOCKS5-over-TLS server: a local stunnel
+    client (in the ws namespace, beside redsocks) that wraps each SOCKS5 connection in
+    TLS toward the lab's stunnel server, verifying it as kibotos does."""
+    conf = os.path.join(workdir, "stunnel-client.conf")
+    with open(conf, "w") as f:
+        f.write(f"""foreground = yes
+pid =
+debug = err
+socket = l:TCP_NODELAY=1
+socket = r:TCP_NODELAY=1
+[socks-tls-client]
+client = yes
+accept = 127.0.0.1:{STUNNEL_CLIENT_PORT}
+connect = {L.SOCKS_WS_IP}:{STUNNEL_PORT}
+CAfile = {certs['ca']}
+verifyChain = yes
+checkHost = {TLS_NAME}
+sslVersionMin = TLSv1.2
+""")
+    p = lab.spawn(lab.ws, ["stunnel4", conf],
+                  stderr=open(os.path.join(workdir, "stunnel-client.log"), "w"))
+    wait_listening(lab, lab.ws, STUNNEL_CLIENT_PORT, proc=p)
+    return p
+
+
+def start_redsocks(lab, workdir, socks_port, splice, upstream_ip=L.SOCKS_WS_IP):
+    """redsocks toward the SOCKS server at upstream_ip:socks_port (the TLS chain: its
+    local stunnel client)."""
+    conf = os.path.join(workdir, f"redsocks-{'splice' if splice else 'copy'}-{socks_port}.conf")
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     # `splice` is not in redsocks(8); redsocks 0.5's parser knows the key (verified with
     # `redsocks -t`), and its relay then moves bytes with splice(2) through pipes. Copy
@@ -284,7 +314,7 @@ def start_redsocks(lab, workdir, socks_port, splice):
     with open(conf, "w") as f:
         f.write(f"""base {{ log_debug = off; log_info = off; log = stderr; daemon = off;
   redirector = iptables; redsocks_conn_max = 30000; rlimit_nofile = {nofile}; }}
-redsocks {{ local_ip = 0.0.0.0; local_port = {REDSOCKS_PORT}; ip = {L.SOCKS_WS_IP};
+redsocks {{ local_ip = 0.0.0.0; local_port = {REDSOCKS_PORT}; ip = {upstream_ip};
   port = {socks_port}; type = socks5; listenq = 4096;{' splice = on;' if splice else ''} }}
 """)
     p = lab.spawn(lab.ws, ["redsocks", "-c", conf],

@@ -55,15 +55,24 @@ def summarize(samples):
             "samples": xs}
 
 
-def add_ratios(results, peer_modes):
+TLS_KINDS = ("kibotos-tls", "peer-tls")
+
+
+def _best(modes, names, key, better):
+    vals = [modes[m]["metrics"][key]["median"] for m in names if key in modes.get(m, {}).get("metrics", {})]
+    return (max(vals) if better == "high" else min(vals)) if vals else None
+
+
+def add_ratios(results, peer_modes, tls_peer_modes=()):
     """ratio_routed: median / the routed path's median of the same figure.
-    ratio_best_peer: median / the best peer's (redsocks copy or splice) median."""
+    ratio_best_peer: a plain mode's median / the best plain peer's (redsocks copy or
+    splice) median; ratio_tls_peer: a TLS mode's median / the best TLS peer's (redsocks +
+    stunnel client): each path against what users would run for it."""
     modes = results["modes"]
     routed = modes.get("routed", {}).get("metrics", {})
     for key, (_, _, better, _, base_key) in METRICS.items():
-        peer_vals = [modes[m]["metrics"][key]["median"] for m in peer_modes
-                     if key in modes.get(m, {}).get("metrics", {})]
-        best = (max(peer_vals) if better == "high" else min(peer_vals)) if peer_vals else None
+        best = {"ratio_best_peer": _best(modes, peer_modes, key, better),
+                "ratio_tls_peer": _best(modes, tls_peer_modes, key, better)}
         for name, mode in modes.items():
             fig = mode.get("metrics", {}).get(key)
             if not fig:
@@ -71,8 +80,9 @@ def add_ratios(results, peer_modes):
             # A ratio to a reference at or below zero (a noisy memory delta) means nothing.
             if name != "routed" and base_key and base_key in routed and routed[base_key]["median"] > 0:
                 fig["ratio_routed"] = fig["median"] / routed[base_key]["median"]
-            if name != "routed" and best is not None and best > 0:
-                fig["ratio_best_peer"] = fig["median"] / best
+            ratio = "ratio_tls_peer" if mode.get("kind") in TLS_KINDS else "ratio_best_peer"
+            if name != "routed" and best[ratio] is not None and best[ratio] > 0:
+                fig[ratio] = fig["median"] / best[ratio]
 
 
 def moves_since(previous, results, factor=2.0):
@@ -130,6 +140,8 @@ def markdown_table(results):
                     ratios.append(f"{fig['ratio_routed']:.2f}× routed")
                 if "ratio_best_peer" in fig:
                     ratios.append(f"{fig['ratio_best_peer']:.2f}× best peer")
+                if "ratio_tls_peer" in fig:
+                    ratios.append(f"{fig['ratio_tls_peer']:.2f}× TLS peer")
                 if ratios:
                     c += "<br>" + ", ".join(ratios)
                 cells.append(c)
@@ -138,7 +150,8 @@ def markdown_table(results):
             lines.append(f"| {label} {arrow} | {unit} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells: **median** (min–max) of the runs, and the median as a ratio to the routed "
-                 "path and to the best peer (the better redsocks mode) in the same run. "
+                 "path and to the best peer (the better redsocks mode; for the TLS modes, the TLS "
+                 "peer: redsocks in front of a local stunnel client) in the same run. "
                  "↑ higher is better, ↓ lower is better. n/a: mode not available (see below).")
     return "\n".join(lines)
 
