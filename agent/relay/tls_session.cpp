@@ -9,17 +9,16 @@ namespace {
 
 // A drained memory BIO keeps the capacity of its largest burst (a flight of 16 KiB
 // records) for the connection's life: after 64 KiB each way an idle connection held
-// ~150 KiB in its two BIOs. Past this, release_spare_buffers() swaps a drained BIO for
-// an empty one (after the handshake: SSL's buffering BIO is gone by then).
-constexpr size_t kKeptBioCapacity = 4096;
-
+// ~150 KiB in its two BIOs, and one that only did its handshake a few KiB.
+// release_spare_buffers() swaps a drained BIO that holds any for an empty one (after the
+// handshake: SSL's buffering BIO is gone by then).
 size_t capacity(BIO* b) {
   BUF_MEM* m = nullptr;
   BIO_get_mem_ptr(b, &m);
   return m != nullptr ? m->max : 0;
 }
 
-bool holds_spare(BIO* b) { return BIO_ctrl_pending(b) == 0 && capacity(b) > kKeptBioCapacity; }
+bool holds_spare(BIO* b) { return BIO_ctrl_pending(b) == 0 && capacity(b) > 0; }
 
 BIO* new_read_bio() {
   BIO* b = BIO_new(BIO_s_mem());
