@@ -1,7 +1,7 @@
 // The documentation of the configuration is checked against the table the parser
 // reads keys with (config_values): packaging/config/agent.yaml shows every key, and
 // each default it shows (a commented "#key: value" line) is the embedded default; the
-// README's "`section.key` (`default`" mentions are too.
+// operator's guide's "`section.key` (`default`" mentions are too.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -106,9 +106,9 @@ TEST_CASE("the defaults agent.yaml shows are the embedded defaults") {
   CHECK(checked >= 25);
 }
 
-TEST_CASE("the defaults the README names are the embedded defaults") {
+TEST_CASE("the defaults the operator's guide names are the embedded defaults") {
   const auto want = defaults();
-  const std::string text = read_file(KIB_SOURCE_ROOT "/README.md");
+  const std::string text = read_file(KIB_SOURCE_ROOT "/docs/operator-guide.md");
   int checked = 0;
   // "`dataplane.workspace_loops` (`1`"
   for (size_t at = text.find("` (`"); at != std::string::npos; at = text.find("` (`", at + 1)) {
