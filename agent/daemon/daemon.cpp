@@ -42,7 +42,8 @@ void raise_nofile_limit() {
   if (setrlimit(RLIMIT_NOFILE, &lim) != 0) spdlog::warn("cannot raise RLIMIT_NOFILE to {}", lim.rlim_max);
 }
 
-int check_config(const std::string& file) {
+// --check-config, and --print-config (print: every key and the value in force).
+int check_config(const std::string& file, bool print) {
   auto config = load_effective_config(file);
   if (!config.ok()) {
     std::fprintf(stderr, "%s\n", config.error().message.c_str());
@@ -51,6 +52,10 @@ int check_config(const std::string& file) {
   if (auto st = check_host_prerequisites(*config); !st.ok()) {
     std::fprintf(stderr, "%s%s\n", file.empty() ? "" : (file + ": ").c_str(), st.error().message.c_str());
     return 1;
+  }
+  if (print) {
+    for (const auto& [key, value] : config_values(*config)) std::printf("%s: %s\n", key.c_str(), value.c_str());
+    return 0;
   }
   std::printf("config OK\n");
   return 0;
@@ -338,7 +343,8 @@ int run(const std::vector<std::string>& args) {
     std::printf("kibotos-agent %s\n", KIBOTOS_VERSION);
     return 0;
   }
-  if (options->check_config) return check_config(options->config_file);
+  if (options->check_config || options->print_config)
+    return check_config(options->config_file, options->print_config);
 
   // Before any thread starts, so only the main thread receives these signals.
   block_daemon_signals();

@@ -10,6 +10,7 @@ namespace kib::daemon {
 struct Options {
   std::string config_file;  // empty: the embedded defaults only
   bool check_config = false;
+  bool print_config = false;
   bool version = false;
   bool help = false;
   bool take_over = false;  // take the API and the store from the running agent

@@ -25,7 +25,7 @@ def test_version_prints_the_name_and_version():
 def test_help_lists_the_flags():
     out = run_agent("--help")
     assert out.returncode == 0
-    for flag in ("--config", "--check-config", "--version"):
+    for flag in ("--config", "--check-config", "--print-config", "--version"):
         assert flag in out.stdout
 
 
@@ -92,6 +92,24 @@ def test_check_config_checks_what_the_start_needs_from_the_host(tmp_state):
     out, _ = _check(tmp_state, f"api:\n  unix_socket_group: root\nlog:\n  access:\n    path: {tmp_state}/a.log\n")
     assert out.returncode == 0, out.stderr
     assert not os.path.exists(os.path.join(tmp_state, "a.log")), "the check creates nothing"
+
+
+def test_print_config_shows_every_key_with_the_value_in_force(tmp_state):
+    out, path = _check(tmp_state, "dataplane:\n  threads: 3\ndns:\n  query_timeout: 1500ms\n")
+    shown = run_agent("--print-config", "--config", path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "dataplane.threads: 3" in lines and "dns.query_timeout: 1500ms" in lines
+    defaults = run_agent("--print-config").stdout.splitlines()
+    assert "dataplane.threads: 0" in defaults
+    # The same keys either way, one line each.
+    assert [l.split(":")[0] for l in lines] == [l.split(":")[0] for l in defaults]
+    assert len(lines) >= 35
+    # A config that --check-config refuses prints nothing but the error.
+    bad, bad_path = _check(tmp_state, "api:\n  unix_socket_group: kibotos-no-such-group\n")
+    refused = run_agent("--print-config", "--config", bad_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "no group named kibotos-no-such-group" in refused.stderr
 
 
 def test_an_unknown_key_stops_the_start(tmp_state):
