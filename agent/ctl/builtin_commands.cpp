@@ -5,7 +5,7 @@ namespace kib::ctl {
 const std::vector<BuiltinSpec>& builtin_commands() {
   static const std::vector<BuiltinSpec> builtins = {
       {"completion", "SHELL", {"bash", "zsh", "fish"}, true, "print the completion script for bash, zsh or fish"},
-      {"help", "[COMMAND]", {}, false, "show the commands of a group, or a command's flags"},
+      {"help", "[GROUP [COMMAND]]", {}, false, "show the commands of a group, or a command's flags"},
   };
   return builtins;
 }

@@ -27,7 +27,7 @@ TEST_CASE("the overview lists every command of the table and the builtins") {
   }
   CHECK(has(h, "workspace update-policy WORKSPACE_ID"));
   CHECK(has(h, "completion SHELL"));
-  CHECK(has(h, "help [COMMAND]"));
+  CHECK(has(h, "help [GROUP [COMMAND]]"));
   CHECK(run_ok({"help"}) == h);
 }
 
