@@ -1,8 +1,11 @@
 #include "agent/ctl/cli_args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string_view>
+
+#include "agent/ctl/suggest.h"
 
 namespace kib::ctl {
 namespace {
@@ -13,7 +16,30 @@ Result<OutputFormat> parse_output(std::string_view v) {
   if (v == "table") return OutputFormat::table;
   if (v == "json") return OutputFormat::json;
   if (v == "yaml") return OutputFormat::yaml;
-  return usage("-o/--output must be table, json or yaml, not '" + std::string(v) + "'");
+  return usage("-o/--output must be table, json or yaml, not '" + std::string(v) + "'" +
+               did_you_mean(v, {"table", "json", "yaml"}));
+}
+
+std::vector<std::string> group_names() {
+  std::vector<std::string> out;
+  for (const auto& c : command_table()) out.emplace_back(c.group);
+  for (const auto& b : builtin_commands()) out.emplace_back(b.name);
+  return out;
+}
+
+std::vector<std::string> verb_names(std::string_view group) {
+  std::vector<std::string> out;
+  for (const auto& c : command_table())
+    if (c.group == group) out.emplace_back(c.verb);
+  return out;
+}
+
+std::vector<std::string> flag_names(const CommandSpec* cmd) {
+  std::vector<std::string> out;
+  for (const auto& f : global_flags()) out.emplace_back(f.name);
+  if (cmd)
+    for (const auto& f : cmd->flags) out.emplace_back(f.name);
+  return out;
 }
 
 Status apply_global(const FlagSpec& f, const std::string& v, GlobalOptions& g) {
@@ -77,6 +103,7 @@ class Parser {
 
  private:
   Status word(const std::string& w) {
+    if (inv_.builtin) return builtin_arg(w);
     if (inv_.command == nullptr) return command_word(w);
     if (inv_.command->positional.empty() || !inv_.positional.empty()) return usage("unexpected argument '" + w + "'");
     inv_.positional = w;
@@ -85,14 +112,56 @@ class Parser {
 
   Status command_word(const std::string& w) {
     if (inv_.group.empty()) {
-      if (!group_exists(w)) return usage("unknown command '" + w + "' (see kibotosctl --help)");
+      if (w == "help" && !help_word_) {  // `help egress create` is `egress create --help`
+        help_word_ = true;
+        inv_.global.help = true;
+        return {};
+      }
+      if (const BuiltinSpec* b = find_builtin(w)) {
+        inv_.builtin = b;
+        return {};
+      }
+      if (!group_exists(w)) {
+        const std::string hint = did_you_mean(w, group_names());
+        return usage("unknown command '" + w + "'" + (hint.empty() ? " (see kibotosctl --help)" : hint));
+      }
       inv_.group = w;
       if (!group_has_verbs(w)) inv_.command = find_command(w, "");
       return {};
     }
     inv_.command = find_command(inv_.group, w);
-    if (inv_.command == nullptr) return usage("unknown command '" + inv_.group + " " + w + "'");
+    if (inv_.command == nullptr) {
+      std::string hint = did_you_mean(w, verb_names(inv_.group), "'" + inv_.group + " ", "'");
+      if (hint.empty()) hint = " (see kibotosctl " + inv_.group + " --help)";
+      return usage("unknown command '" + inv_.group + " " + w + "'" + hint);
+    }
     return {};
+  }
+
+  Status builtin_arg(const std::string& w) {
+    const BuiltinSpec& b = *inv_.builtin;
+    if (!inv_.positional.empty()) return usage("unexpected argument '" + w + "'");
+    if (!b.choices.empty()) {
+      const auto choices = choices_of(b);
+      if (std::find(choices.begin(), choices.end(), w) == choices.end())
+        return usage(std::string(b.arg_name) + " must be " + join_or(choices) + ", not '" + w + "'" +
+                     did_you_mean(w, choices));
+    }
+    inv_.positional = w;
+    return {};
+  }
+
+  static std::vector<std::string> choices_of(const BuiltinSpec& b) {
+    return std::vector<std::string>(b.choices.begin(), b.choices.end());
+  }
+
+  static std::string join_or(const std::vector<std::string>& names) {
+    std::string out;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+      out += names[i];
+    }
+    return out;
   }
 
   Status flag(const std::string& arg) {
@@ -102,8 +171,11 @@ class Parser {
     const FlagSpec* f = find_flag(global_flags(), name);
     const bool global = f != nullptr;
     if (!global && inv_.command) f = find_flag(inv_.command->flags, name);
-    if (f == nullptr)
-      return usage("unknown flag '--" + name + "'" + (inv_.command ? "" : " (flags follow the command)"));
+    if (f == nullptr) {
+      std::string hint = did_you_mean(name, flag_names(inv_.command), "--", "");
+      if (hint.empty() && !inv_.command) hint = " (flags follow the command)";
+      return usage("unknown flag '--" + name + "'" + hint);
+    }
     std::string value;
     if (takes_value(f->bind)) {
       if (inline_value) {
@@ -138,9 +210,16 @@ class Parser {
 
   Status finish() {
     if (inv_.global.help || inv_.global.version) return {};
+    if (inv_.builtin) {
+      if (inv_.builtin->arg_required && inv_.positional.empty())
+        return usage("missing " + std::string(inv_.builtin->arg_name) +
+                     (inv_.builtin->choices.empty() ? "" : " (" + join_or(choices_of(*inv_.builtin)) + ")"));
+      return {};
+    }
     if (inv_.command == nullptr) {
       if (inv_.group.empty()) return usage("no command given (see kibotosctl --help)");
-      return usage("'" + inv_.group + "' needs a subcommand (see kibotosctl " + inv_.group + " --help)");
+      inv_.global.help = true;  // a group alone: show its commands
+      return {};
     }
     const CommandSpec& c = *inv_.command;
     if (!c.positional.empty() && inv_.positional.empty()) return usage("missing " + std::string(c.positional_name));
@@ -157,6 +236,7 @@ class Parser {
   size_t i_ = 0;
   Invocation inv_;
   std::string socket_flag_;
+  bool help_word_ = false;
 };
 
 }  // namespace

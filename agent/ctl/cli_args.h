@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agent/common/result.h"
+#include "agent/ctl/builtin_commands.h"
 #include "agent/ctl/command_table.h"
 
 namespace kib::ctl {
@@ -27,16 +28,19 @@ struct GlobalOptions {
 };
 
 struct Invocation {
-  const CommandSpec* command = nullptr;  // null with --help/--version alone
+  const CommandSpec* command = nullptr;  // null with --help/--version alone, or a builtin
+  const BuiltinSpec* builtin = nullptr;  // `completion SHELL`; `help` only sets global.help
   std::string group;                     // set when only a group was named (help)
-  std::string positional;
+  std::string positional;                // the ID, or the builtin's argument
   std::vector<std::pair<const FlagSpec*, std::string>> values;
   GlobalOptions global;
 };
 
 inline constexpr const char* kDefaultSocket = "/run/kibotos/ctrl.sock";
 
-// `env_socket` is $KIBOTOS_SOCKET (null when unset). Errors are usage errors.
+// `env_socket` is $KIBOTOS_SOCKET (null when unset). Errors are usage errors; a
+// mistyped command, flag or value names the close matches. A group without its verb
+// (`kibotosctl egress`) and `help [GROUP [VERB]]` ask for help.
 Result<Invocation> parse_args(const std::vector<std::string>& args, const char* env_socket);
 
 }  // namespace kib::ctl

@@ -141,7 +141,10 @@ Result<std::string> ConnectClient::call(std::string_view method, const std::stri
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(endpoint_.timeout_seconds) + 5);
+  if (endpoint_.max_time_ms > 0)
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(endpoint_.max_time_ms));
+  else
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(endpoint_.timeout_seconds) + 5);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // never send the agent's API through a proxy
   const CURLcode rc = curl_easy_perform(c);

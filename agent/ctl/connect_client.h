@@ -15,6 +15,7 @@ struct Endpoint {
   std::string server;       // host:port of the TLS listener
   std::string cert, key, ca;
   uint32_t timeout_seconds = 30;
+  uint32_t max_time_ms = 0;  // caps the whole exchange (shell completion); 0: timeout_seconds + 5 s
 };
 
 // The error a Connect response carries: its JSON body's code and message when it has

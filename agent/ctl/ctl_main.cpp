@@ -17,6 +17,8 @@
 #include "agent/ctl/cli_args.h"
 #include "agent/ctl/cli_error.h"
 #include "agent/ctl/command_id.h"
+#include "agent/ctl/completion.h"
+#include "agent/ctl/completion_script.h"
 #include "agent/ctl/connect_client.h"
 #include "agent/ctl/help_text.h"
 #include "agent/ctl/input_file.h"
@@ -135,7 +137,7 @@ Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream&
 
 int run_ctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const char* env_socket) {
   if (!args.empty() && args[0] == "__complete") {
-    out << completion_candidates(std::vector<std::string>(args.begin() + 1, args.end()));
+    print_completions(std::vector<std::string>(args.begin() + 1, args.end()), out, env_socket);
     return 0;
   }
   auto inv = parse_args(args, env_socket);
@@ -149,6 +151,10 @@ int run_ctl(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (inv->global.help) {
     out << help_text(*inv);
+    return 0;
+  }
+  if (inv->builtin) {  // completion SHELL
+    out << completion_script(inv->positional);
     return 0;
   }
   const auto* method = find_method(inv->command->method);

@@ -52,15 +52,58 @@ TEST_CASE("the socket comes from the flag, else KIBOTOS_SOCKET, else the default
 }
 
 TEST_CASE("unknown commands and flags are usage errors") {
-  CHECK(parse_err({"frobnicate"}).find("unknown command") != std::string::npos);
-  CHECK(parse_err({"egress", "frob"}).find("unknown command") != std::string::npos);
-  CHECK(parse_err({"egress", "get", "x", "--bogus"}).find("unknown flag '--bogus'") != std::string::npos);
+  CHECK(parse_err({"frobnicate"}) == "unknown command 'frobnicate' (see kibotosctl --help)");
+  CHECK(parse_err({"egress", "frob"}) == "unknown command 'egress frob' (see kibotosctl egress --help)");
+  CHECK(parse_err({"egress", "get", "x", "--bogus"}) == "unknown flag '--bogus'");
   CHECK(parse_err({"egress", "get", "x", "--label", "a=b"}).find("unknown flag") != std::string::npos);
 }
 
-TEST_CASE("a group with verbs needs one") {
-  CHECK(parse_err({"egress"}).find("needs a subcommand") != std::string::npos);
+TEST_CASE("a mistyped command, verb, flag or value names the close match") {
+  CHECK(parse_err({"egres", "list"}) == "unknown command 'egres'; did you mean 'egress'?");
+  CHECK(parse_err({"wrokspace"}) == "unknown command 'wrokspace'; did you mean 'workspace'?");
+  CHECK(parse_err({"completon", "bash"}) == "unknown command 'completon'; did you mean 'completion'?");
+  CHECK(parse_err({"egress", "lsit"}) == "unknown command 'egress lsit'; did you mean 'egress list'?");
+  CHECK(parse_err({"workspace", "update-polcy", "w"}) ==
+        "unknown command 'workspace update-polcy'; did you mean 'workspace update-policy'?");
+  CHECK(parse_err({"egress", "create", "--adress", "a:1"}) == "unknown flag '--adress'; did you mean --address?");
+  CHECK(parse_err({"egress", "list", "--sokcet", "/s"}) == "unknown flag '--sokcet'; did you mean --socket?");
+  CHECK(parse_err({"agent", "-o", "jsn"}) ==
+        "-o/--output must be table, json or yaml, not 'jsn'; did you mean 'json'?");
+  CHECK(parse_err({"completion", "fihs"}) == "SHELL must be bash, zsh or fish, not 'fihs'; did you mean 'fish'?");
+}
+
+TEST_CASE("a flag of the command given before it says flags follow the command") {
+  CHECK(parse_err({"--address", "a:1", "egress", "create"}) == "unknown flag '--address' (flags follow the command)");
+}
+
+TEST_CASE("a group without its verb asks for the group's help") {
+  const auto inv = parse_ok({"egress"});
+  CHECK(inv.global.help);
+  CHECK(inv.group == "egress");
+  CHECK(inv.command == nullptr);
   CHECK(parse_err({}).find("no command") != std::string::npos);
+}
+
+TEST_CASE("help GROUP [VERB] is GROUP [VERB] --help") {
+  auto inv = parse_ok({"help"});
+  CHECK((inv.global.help && inv.group.empty() && inv.command == nullptr));
+  inv = parse_ok({"help", "workspace"});
+  CHECK((inv.global.help && inv.group == "workspace" && inv.command == nullptr));
+  inv = parse_ok({"help", "egress", "create"});
+  CHECK(inv.global.help);
+  REQUIRE(inv.command != nullptr);
+  CHECK(inv.command->verb == "create");
+  inv = parse_ok({"help", "completion"});
+  CHECK((inv.global.help && inv.builtin != nullptr && inv.builtin->name == "completion"));
+  CHECK(parse_err({"help", "egres"}) == "unknown command 'egres'; did you mean 'egress'?");
+}
+
+TEST_CASE("completion takes one shell") {
+  const auto inv = parse_ok({"completion", "zsh"});
+  REQUIRE(inv.builtin != nullptr);
+  CHECK(inv.positional == "zsh");
+  CHECK(parse_err({"completion"}) == "missing SHELL (bash, zsh or fish)");
+  CHECK(parse_err({"completion", "bash", "zsh"}) == "unexpected argument 'zsh'");
 }
 
 TEST_CASE("required flags and the positional ID are enforced") {
