@@ -217,6 +217,8 @@ def test_deb_ships_binaries_unit_config_man_pages_completion_and_dashboard(packa
     for path in ("./usr/bin/kibotosctl", "/kibotos-agent\n", "./lib/systemd/system/kibotos-agent.service",
                  "./etc/kibotos/agent.yaml", "./usr/share/man/man8/kibotos-agent.8.gz",
                  "./usr/share/man/man1/kibotosctl.1.gz", "./usr/share/bash-completion/completions/kibotosctl",
+                 "./usr/share/zsh/vendor-completions/_kibotosctl",
+                 "./usr/share/fish/vendor_completions.d/kibotosctl.fish",
                  "./usr/share/kibotos-agent/grafana/kibotos-agent.json"):
         assert path in listing + "\n", path
     conffiles = run(["dpkg-deb", "-I", packages["deb1"], "conffiles"]).stdout.split()
@@ -301,6 +303,8 @@ def test_installed_agent_serves_a_kibotos_member_and_purge_leaves_nothing(packag
     leftovers = [p for p in (CTL, "/usr/sbin/kibotos-agent", "/usr/bin/kibotos-agent", UNIT, "/etc/kibotos", STATE,
                              RUNTIME, "/usr/share/man/man1/kibotosctl.1.gz",
                              "/usr/share/bash-completion/completions/kibotosctl",
+                             "/usr/share/zsh/vendor-completions/_kibotosctl",
+                             "/usr/share/fish/vendor_completions.d/kibotosctl.fish",
                              "/usr/share/kibotos-agent") if os.path.lexists(p)]
     assert leftovers == []
     # Debian keeps system groups on purge (files elsewhere may carry the GID).
