@@ -9,6 +9,7 @@
 #include <google/protobuf/util/time_util.h>
 #include <yaml-cpp/yaml.h>
 
+#include "agent/ctl/output_id.h"
 #include "agent/ctl/yaml_scalar.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -330,6 +331,7 @@ Result<std::string> format_output(const Message& msg, OutputFormat format) {
     case OutputFormat::json: return to_json(msg);
     case OutputFormat::yaml: return to_yaml(msg);
     case OutputFormat::table: return to_table(msg);
+    case OutputFormat::id: return id_lines(msg);
   }
   return to_table(msg);
 }
