@@ -119,3 +119,10 @@ TEST_CASE("-o id on a command whose answer has no ID is a usage error, before an
   }
   CHECK(agent.requests().empty());
 }
+
+TEST_CASE("list -o json with no items prints the list as []") {
+  FakeAgent agent({{200, "{}"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "list", "-o", "json", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  CHECK(out.str() == "{\n  \"egresses\": []\n}\n");
+}
