@@ -13,6 +13,7 @@ namespace {
 Error usage(std::string message) { return Error{Code::invalid_argument, std::move(message)}; }
 
 Result<OutputFormat> parse_output(std::string_view v) {
+  if (v == "id") return OutputFormat::id;
   if (v == "table") return OutputFormat::table;
   if (v == "json") return OutputFormat::json;
   if (v == "yaml") return OutputFormat::yaml;

@@ -12,7 +12,7 @@
 
 namespace kib::ctl {
 
-enum class OutputFormat { table, json, yaml };
+enum class OutputFormat { table, json, yaml, id };
 
 struct GlobalOptions {
   OutputFormat output = OutputFormat::table;

@@ -215,7 +215,7 @@ const std::vector<CommandSpec>& command_table() {
 const std::vector<FlagSpec>& global_flags() {
   // field is empty: these steer kibotosctl. Bind tells only whether a value follows.
   static const std::vector<FlagSpec> flags = {
-      {"output", "", Bind::string, false, "output format: table (default), json or yaml"},
+      {"output", "", Bind::string, false, "output format: table (default), json, yaml, or id (only the IDs, one a line)"},
       {"socket", "", Bind::string, false, "agent's Unix socket (default $KIBOTOS_SOCKET or /run/kibotos/ctrl.sock)"},
       {"server", "", Bind::string, false, "host:port of the agent's TLS listener (instead of the socket)"},
       {"cert", "", Bind::string, false, "client certificate (PEM) for --server"},

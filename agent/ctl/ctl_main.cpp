@@ -23,6 +23,7 @@
 #include "agent/ctl/help_text.h"
 #include "agent/ctl/input_file.h"
 #include "agent/ctl/output_format.h"
+#include "agent/ctl/output_id.h"
 #include "agent/ctl/request_builder.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -96,9 +97,13 @@ Status execute_once(const Invocation& inv, ConnectClient& client, Message& req, 
     out << c.group << " " << inv.positional << " deleted\n";
     return {};
   }
+  if (c.verb == "delete" && inv.global.output == OutputFormat::id) {
+    out << inv.positional << "\n";
+    return {};
+  }
   const Message* shown = select_output(resp, c.output_field);
   if (shown == nullptr) {
-    if (inv.global.output != OutputFormat::table) out << "{}\n";
+    if (inv.global.output == OutputFormat::json || inv.global.output == OutputFormat::yaml) out << "{}\n";
     return {};
   }
   KIB_TRY_ASSIGN(auto text, format_output(*shown, inv.global.output));
@@ -161,6 +166,12 @@ int run_ctl(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (method == nullptr) {
     err << error_line(Error{Code::internal, "unknown method " + std::string(inv->command->method)});
     return 1;
+  }
+  if (inv->global.output == OutputFormat::id) {
+    if (Status st = check_id_output(*inv->command, method->output_type()); !st.ok()) {
+      err << error_line(st.error());
+      return kExitUsage;
+    }
   }
   MessagePtr req = new_message(method->input_type());
   MessagePtr resp = new_message(method->output_type());

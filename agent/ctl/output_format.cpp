@@ -9,6 +9,8 @@
 #include <google/protobuf/util/time_util.h>
 #include <yaml-cpp/yaml.h>
 
+#include "agent/ctl/json_text.h"
+#include "agent/ctl/output_id.h"
 #include "agent/ctl/yaml_scalar.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -262,6 +264,7 @@ void emit(YAML::Emitter& out, const YAML::Node& n) {
       out << YAML::EndMap;
       return;
     case YAML::NodeType::Sequence:
+      if (n.size() == 0) out << YAML::Flow;  // "key: []" on one line
       out << YAML::BeginSeq;
       for (const auto& item : n) emit(out, item);
       out << YAML::EndSeq;
@@ -282,6 +285,46 @@ void emit(YAML::Emitter& out, const YAML::Node& n) {
   }
 }
 
+// Well-known types print as JSON scalars (a Timestamp as a string), not as objects.
+bool is_well_known(const Descriptor* d) { return d->file()->name().rfind("google/protobuf/", 0) == 0; }
+
+// `n` (a message `d` as proto3 JSON) with each empty list present as [] and members in
+// field order: a script reads `.egresses[]` the same with none as with some. Proto3
+// JSON leaves empty lists out.
+YAML::Node with_empty_lists(const YAML::Node& n, const Descriptor* d) {
+  if (!n.IsMap() || is_well_known(d)) return n;
+  YAML::Node out(YAML::NodeType::Map);
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const YAML::Node v = n[f->json_name()];
+    const bool nested = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_map();
+    if (!v.IsDefined()) {
+      if (f->is_repeated() && !f->is_map()) out[f->json_name()] = YAML::Node(YAML::NodeType::Sequence);
+    } else if (nested && f->is_repeated() && v.IsSequence()) {
+      YAML::Node items(YAML::NodeType::Sequence);
+      for (const auto& item : v) items.push_back(with_empty_lists(item, f->message_type()));
+      out[f->json_name()] = items;
+    } else if (nested) {
+      out[f->json_name()] = with_empty_lists(v, f->message_type());
+    } else {
+      out[f->json_name()] = v;
+    }
+  }
+  return out;
+}
+
+// The tree both -o json and -o yaml print.
+Result<YAML::Node> output_tree(const Message& msg) {
+  std::string json;
+  const auto st = google::protobuf::util::MessageToJsonString(msg, &json);
+  if (!st.ok()) return Error{Code::internal, "cannot print JSON: " + std::string(st.message())};
+  try {
+    return with_empty_lists(YAML::Load(json), msg.GetDescriptor());
+  } catch (const YAML::Exception& e) {
+    return Error{Code::internal, std::string("cannot read back the printed JSON: ") + e.what()};
+  }
+}
+
 }  // namespace
 
 const Message* select_output(const Message& response, std::string_view path) {
@@ -298,22 +341,16 @@ const Message* select_output(const Message& response, std::string_view path) {
 }
 
 Result<std::string> to_json(const Message& msg) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = true;
-  const auto st = google::protobuf::util::MessageToJsonString(msg, &out, opts);
-  if (!st.ok()) return Error{Code::internal, "cannot print JSON: " + std::string(st.message())};
-  if (out.empty() || out.back() != '\n') out += '\n';
-  return out;
+  KIB_TRY_ASSIGN(auto tree, output_tree(msg));
+  KIB_TRY_ASSIGN(auto out, node_to_json(tree, true));
+  return out + "\n";
 }
 
 Result<std::string> to_yaml(const Message& msg) {
-  std::string json;
-  const auto st = google::protobuf::util::MessageToJsonString(msg, &json);
-  if (!st.ok()) return Error{Code::internal, "cannot print JSON: " + std::string(st.message())};
+  KIB_TRY_ASSIGN(auto tree, output_tree(msg));
   try {
     YAML::Emitter out;
-    emit(out, YAML::Load(json));
+    emit(out, tree);
     return std::string(out.c_str()) + "\n";
   } catch (const YAML::Exception& e) {
     return Error{Code::internal, std::string("cannot print YAML: ") + e.what()};
@@ -330,6 +367,7 @@ Result<std::string> format_output(const Message& msg, OutputFormat format) {
     case OutputFormat::json: return to_json(msg);
     case OutputFormat::yaml: return to_yaml(msg);
     case OutputFormat::table: return to_table(msg);
+    case OutputFormat::id: return id_lines(msg);
   }
   return to_table(msg);
 }

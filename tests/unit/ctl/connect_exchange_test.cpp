@@ -69,3 +69,60 @@ TEST_CASE("a delete says what it deleted (its answer is empty); -o json prints t
   CHECK(run_ctl({"egress", "delete", "eg-1", "-ojson", "--socket", agent.socket_path()}, json, err, nullptr) == 0);
   CHECK(json.str() == "{}\n");
 }
+
+TEST_CASE("-o id prints only the resource's ID: create, get, update, delete") {
+  FakeAgent agent(
+      {{200, R"({"egress":{"egressId":"eg-7","revision":"1","spec":{"socks5":{"address":"1.2.3.4:1080"}}}})"},
+       {200, R"({"workspace":{"workspaceId":"ws-3","netns":"/run/netns/g"}})"},
+       {200, "{}"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "create", "--address", "1.2.3.4:1080", "-o", "id", "--socket", agent.socket_path()}, out,
+                err, nullptr) == 0);
+  CHECK(out.str() == "eg-7\n");
+  std::ostringstream ws;
+  CHECK(run_ctl({"workspace", "get", "ws-3", "-oid", "--socket", agent.socket_path()}, ws, err, nullptr) == 0);
+  CHECK(ws.str() == "ws-3\n");
+  std::ostringstream del;
+  CHECK(run_ctl({"egress", "delete", "eg-7", "-o", "id", "--socket", agent.socket_path()}, del, err, nullptr) == 0);
+  CHECK(del.str() == "eg-7\n");
+  CHECK(err.str().empty());
+}
+
+TEST_CASE("-o id on a list prints one ID per line, every page with --all; nothing for an empty list") {
+  FakeAgent agent({{200, R"({"workspaces":[{"workspaceId":"a"},{"workspaceId":"b"}],"nextPageToken":"t"})"},
+                   {200, R"({"workspaces":[{"workspaceId":"c"}]})"},
+                   {200, "{}"},
+                   {200, R"({"connections":[{"connectionId":"17"},{"connectionId":"18"}]})"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"workspace", "list", "--all", "-o", "id", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  CHECK(out.str() == "a\nb\nc\n");
+  std::ostringstream none;
+  CHECK(run_ctl({"egress", "list", "-o", "id", "--socket", agent.socket_path()}, none, err, nullptr) == 0);
+  CHECK(none.str().empty());
+  std::ostringstream conns;
+  CHECK(run_ctl({"workspace", "connections", "ws-1", "-o", "id", "--socket", agent.socket_path()}, conns, err,
+                nullptr) == 0);
+  CHECK(conns.str() == "17\n18\n");
+}
+
+TEST_CASE("-o id on a command whose answer has no ID is a usage error, before anything is sent") {
+  FakeAgent agent({});
+  for (const auto& args : {std::vector<std::string>{"agent"}, {"workspace", "status", "ws-1"}}) {
+    std::vector<std::string> full = args;
+    for (const char* a : {"-o", "id", "--socket"}) full.emplace_back(a);
+    full.push_back(agent.socket_path());
+    std::ostringstream out, err;
+    CHECK(run_ctl(full, out, err, nullptr) == 2);
+    CHECK(out.str().empty());
+    CHECK(err.str().find("-o id: '" + args[0]) != std::string::npos);
+    CHECK(err.str().find("shows no ID; use -o table, json or yaml") != std::string::npos);
+  }
+  CHECK(agent.requests().empty());
+}
+
+TEST_CASE("list -o json with no items prints the list as []") {
+  FakeAgent agent({{200, "{}"}});
+  std::ostringstream out, err;
+  CHECK(run_ctl({"egress", "list", "-o", "json", "--socket", agent.socket_path()}, out, err, nullptr) == 0);
+  CHECK(out.str() == "{\n  \"egresses\": []\n}\n");
+}

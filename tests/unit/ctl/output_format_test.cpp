@@ -189,3 +189,31 @@ TEST_CASE("live connections render one row each: state without its prefix, age i
         "7    DRAINING   1m2s    10.0.0.2:41234   [2001:db8::1]:443   eg-1        2            10           2048\n"
         "8    DIALING    350ms   -                -                   -           0            0            0\n");
 }
+
+TEST_CASE("an empty list is [] in json and yaml, not left out") {
+  v1::ListEgressesResponse r;
+  CHECK(to_json(r).value() == "{\n  \"egresses\": []\n}\n");
+  CHECK(to_yaml(r).value() == "egresses: []\n");
+  v1::GetWorkspaceResponse w;  // nested: a policy without resolvers, a route without ports
+  w.mutable_workspace()->set_workspace_id("ws-1");
+  w.mutable_workspace()->mutable_network_policy()->add_egresses()->set_egress_id("eg-1");
+  const std::string j = to_json(w).value();
+  CHECK(j.find("\"resolvers\": []") != std::string::npos);
+  CHECK(j.find("\"ports\": []") != std::string::npos);
+  CHECK(j.find("\"egressId\": \"eg-1\"") != std::string::npos);
+  CHECK(j.find("\"labels\"") == std::string::npos);  // maps stay as proto3 JSON prints them
+  v1::GetWorkspaceResponse back;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(j, &back).ok());
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(back, w));
+}
+
+TEST_CASE("json and yaml keep the fields in declaration order, timestamps as strings") {
+  v1::GetEgressResponse r;
+  *r.mutable_egress() = sample_egress("eg-1", "p:1");
+  r.mutable_egress()->mutable_created_at()->set_seconds(1);
+  const std::string j = to_json(r).value();
+  CHECK(j.find("\"egressId\"") < j.find("\"spec\""));
+  CHECK(j.find("\"spec\"") < j.find("\"revision\""));
+  CHECK(j.find("\"createdAt\": \"1970-01-01T00:00:01Z\"") != std::string::npos);
+  CHECK(j.find("\"revision\": \"3\"") != std::string::npos);  // uint64 stays a JSON string
+}
