@@ -17,8 +17,8 @@ Result<OutputFormat> parse_output(std::string_view v) {
   if (v == "table") return OutputFormat::table;
   if (v == "json") return OutputFormat::json;
   if (v == "yaml") return OutputFormat::yaml;
-  return usage("-o/--output must be table, json or yaml, not '" + std::string(v) + "'" +
-               did_you_mean(v, {"table", "json", "yaml"}));
+  return usage("-o/--output must be table, json, yaml or id, not '" + std::string(v) + "'" +
+               did_you_mean(v, {"table", "json", "yaml", "id"}));
 }
 
 std::vector<std::string> group_names() {

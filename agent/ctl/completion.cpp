@@ -128,7 +128,7 @@ std::string completion_candidates(const std::vector<std::string>& words, const C
     } else if (wants_file(*ctx.pending)) {
       return "__files__\n";
     } else if (ctx.pending->name == "output") {
-      out = {"table", "json", "yaml"};
+      out = {"table", "json", "yaml", "id"};
     }
   } else if (cur.rfind("-", 0) == 0) {
     for (const auto& f : global_flags()) out.insert("--" + std::string(f.name));

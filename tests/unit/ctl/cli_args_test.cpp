@@ -68,7 +68,7 @@ TEST_CASE("a mistyped command, verb, flag or value names the close match") {
   CHECK(parse_err({"egress", "create", "--adress", "a:1"}) == "unknown flag '--adress'; did you mean --address?");
   CHECK(parse_err({"egress", "list", "--sokcet", "/s"}) == "unknown flag '--sokcet'; did you mean --socket?");
   CHECK(parse_err({"agent", "-o", "jsn"}) ==
-        "-o/--output must be table, json or yaml, not 'jsn'; did you mean 'json'?");
+        "-o/--output must be table, json, yaml or id, not 'jsn'; did you mean 'json'?");
   CHECK(parse_err({"completion", "fihs"}) == "SHELL must be bash, zsh or fish, not 'fihs'; did you mean 'fish'?");
 }
 
@@ -140,8 +140,8 @@ TEST_CASE("--command-id applies to writes, --all to lists") {
   CHECK(parse_err({"egress", "get", "e1", "--all"}).find("unknown flag") != std::string::npos);
 }
 
-TEST_CASE("output format must be table, json or yaml") {
-  CHECK(parse_err({"agent", "-o", "xml"}).find("table, json or yaml") != std::string::npos);
+TEST_CASE("output format must be table, json, yaml or id") {
+  CHECK(parse_err({"agent", "-o", "xml"}).find("table, json, yaml or id") != std::string::npos);
 }
 
 TEST_CASE("--server needs a client certificate and key") {

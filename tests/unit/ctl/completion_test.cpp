@@ -53,7 +53,7 @@ TEST_CASE("completion offers groups and builtins, then verbs, then flags") {
 TEST_CASE("completion asks for file names after file flags") {
   CHECK(completion_candidates({"egress", "create", "--password-file", ""}) == "__files__\n");
   CHECK(completion_candidates({"workspace", "create", "--policy", "p"}) == "__files__\n");
-  CHECK(completion_candidates({"-o", ""}) == "json\ntable\nyaml\n");
+  CHECK(completion_candidates({"-o", ""}) == "id\njson\ntable\nyaml\n");
 }
 
 TEST_CASE("completion of builtins: the shells after 'completion', commands after 'help'") {
