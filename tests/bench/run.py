@@ -6,6 +6,7 @@
     sudo tests/bench/run.py --baseline-agent OTHER/kibotos-agent --families conns,lat,tput --runs 3
                                        # an A/B: another build beside this one and the peers
     sudo tests/bench/run.py --scale [--workspaces N --connections K]   # tests/bench/scale.py
+    tests/bench/run.py --render-only   # re-renders docs/bench/README.md from its results.json
 
 Measures, side by side: the routed path (no proxy), redsocks (REDIRECT; copy and splice
 modes), redsocks in front of a local stunnel client (the TLS peer) and kibotos-agent
@@ -562,6 +563,9 @@ def parse_args(argv):
     ap.add_argument("--socks", choices=("auto", "dante", "microsocks"), default="auto")
     ap.add_argument("--runs", type=int, help="override the profile's runs per figure")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
+    ap.add_argument("--render-only", action="store_true",
+                    help="measure nothing: rewrite README.md in --out (default docs/bench) from the "
+                         "results.json there")
     ap.add_argument("--accept-moves", metavar="REASON",
                     help="publish even if a peer or the routed path moved more than 2x since the run "
                          "published in --out (the reason is written beside the figures)")
@@ -580,12 +584,24 @@ def parse_args(argv):
     return args
 
 
+def render_only(out):
+    """Re-renders out/README.md from out/results.json (the prose or the renderer changed,
+    the figures did not)."""
+    with open(os.path.join(out, "results.json")) as f:
+        results = json.load(f)
+    readme.write(out, results)
+    log(f"rendered {os.path.join(out, 'README.md')} from its results.json")
+    return 0
+
+
 def main(argv=None):
     argv = argv if argv is not None else sys.argv[1:]
     if "--scale" in argv:  # the host-scale benchmark (issue 26): tests/bench/scale.py
         import scale
         return scale.main([a for a in argv if a != "--scale"])
     args = parse_args(argv)
+    if args.render_only:
+        return render_only(args.out or os.path.join(SOURCE_ROOT, "docs", "bench"))
     if os.geteuid() != 0:
         print("run.py needs root (network namespaces, nftables)", file=sys.stderr)
         return 77

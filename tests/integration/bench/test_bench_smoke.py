@@ -78,6 +78,30 @@ def test_outputs_are_written(smoke):
     assert "![throughput](throughput.png)" in readme
 
 
+def test_the_tls_peer_chain_is_measured_as_one_relay(smoke):
+    """redsocks in front of a local stunnel client: the connections reach the SOCKS
+    server through both, and the relay's CPU and memory are both processes'."""
+    m = smoke["results"]["modes"]["redsocks-stunnel"]
+    assert m["available"], (m.get("reason"), m.get("error"), smoke["stderr"][-2000:])
+    assert "error" not in m, m.get("error")
+    assert m["metrics"]["tput_1_up"]["median"] > 0
+    assert m["metrics"]["hold_errors"]["max"] == 0 and m["metrics"]["fd_leak"]["max"] == 0
+    # Two processes' RSS: more than redsocks copy's alone in the same run.
+    assert m["metrics"]["rss_idle_kib"]["median"] > smoke["results"]["modes"]["redsocks-copy"]["metrics"][
+        "rss_idle_kib"]["median"]
+
+
+def test_tls_modes_are_compared_with_the_tls_peer(smoke):
+    modes = smoke["results"]["modes"]
+    peer = modes["redsocks-stunnel"]["metrics"]["tput_1_up"]
+    assert peer["ratio_tls_peer"] == pytest.approx(1.0) and "ratio_best_peer" not in peer
+    tls = modes["kibotos-tls-1t"]
+    if tls["available"]:
+        fig = tls["metrics"]["tput_1_up"]
+        assert fig["ratio_tls_peer"] == pytest.approx(fig["median"] / peer["median"])
+        assert "ratio_best_peer" not in fig
+
+
 def test_ratios_are_against_the_routed_path_and_the_best_peer(smoke):
     modes = smoke["results"]["modes"]
     fig = modes["redsocks-splice"]["metrics"]["tput_1_up"]
@@ -111,3 +135,70 @@ def test_a_figure_that_moved_more_than_2x_since_the_published_run_is_flagged():
     text = report.moves_text(now)
     assert "redsocks-copy (peer) tput_1_up" in text and "kibotos-1t" not in text, text
     assert report.moves_since(before, before) == []
+
+
+def _benchlib():
+    sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "bench"))
+    from benchlib import readme
+    return readme
+
+
+def _published():
+    with open(os.path.join(SOURCE_ROOT, "docs", "bench", "results.json")) as f:
+        return json.load(f)
+
+
+def test_the_published_readme_is_what_the_generator_renders_from_its_results():
+    """docs/bench/README.md is generated: a hand edit, or prose changed without
+    `run.py --render-only`, fails here."""
+    readme = _benchlib()
+    with open(os.path.join(SOURCE_ROOT, "docs", "bench", "README.md")) as f:
+        assert f.read() == readme.render(_published())
+
+
+def test_render_only_rewrites_the_readme_from_results_json_and_measures_nothing(tmp_path):
+    readme = _benchlib()
+    results = _published()
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    for _ in range(2):  # the same bytes each time
+        p = subprocess.run([sys.executable, RUN, "--render-only", "--out", str(tmp_path)],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert (tmp_path / "README.md").read_text() == readme.render(results)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["README.md", "results.json"]
+
+
+def test_the_readme_includes_the_prose_verbatim_and_a_notice_only_with_its_run():
+    readme = _benchlib()
+    results = _published()
+    text = readme.render(results)
+    for name in ("intro.md", "harness.md", "targets.md", "decisions.md", "methods.md"):
+        assert readme.prose(name) in text, name
+    (commit, notice), = readme.NOTICES.items()
+    results["meta"]["commit"] = commit
+    assert readme.prose(notice) in readme.render(results)
+    results["meta"]["commit"] = "0" * 40
+    other = readme.render(results)
+    assert readme.prose(notice) not in other and "## The latest run" in other
+
+
+def test_the_tls_targets_are_held_to_their_bounds_and_to_the_plain_path():
+    readme = _benchlib()
+
+    def fig(v):
+        return {"median": v}
+    results = {"modes": {
+        "kibotos-1t": {"available": True, "metrics": {"conn_per_s": fig(2000.0), "cpu_ms_per_1k_conn": fig(100.0)}},
+        "kibotos-tls-1t": {"available": True, "metrics": {
+            "cpu_gb_1_up": fig(0.5), "cpu_gb_1_down": fig(0.7), "conn_per_s": fig(1200.0),
+            "cpu_ms_per_1k_conn": fig(250.0), "rss_kib_per_conn": fig(3.5)}}}}
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in readme.tls_targets_section(results).splitlines()
+            if line.startswith("| relay") or line.startswith("| connections")}
+    assert rows["relay CPU per GB ≤ 0.6 s/GB (1 stream up)"].endswith("| yes |")
+    assert rows["relay CPU per GB ≤ 0.6 s/GB (1 stream down)"].endswith("| **no** |")
+    assert rows["relay CPU per GB ≤ 0.6 s/GB (4 streams up)"].endswith("| not measured | – |")
+    assert "0.60× (1200 against 2000)" in rows["connections/s ≥ 0.5× the plain path's"]
+    assert rows["connections/s ≥ 0.5× the plain path's"].endswith("| yes |")
+    assert "2.50× (250 against 100)" in rows["relay CPU per connection ≤ 2× the plain path's"]
+    assert rows["relay CPU per connection ≤ 2× the plain path's"].endswith("| **no** |")
+    assert rows["relay RSS per idle connection ≤ 4 KiB"].endswith("| yes |")
