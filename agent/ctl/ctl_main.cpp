@@ -22,6 +22,7 @@
 #include "agent/ctl/input_file.h"
 #include "agent/ctl/output_format.h"
 #include "agent/ctl/output_id.h"
+#include "agent/ctl/policy_wait.h"
 #include "agent/ctl/request_builder.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -33,6 +34,7 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using MessagePtr = std::unique_ptr<Message>;
+namespace v1 = kibotos::ctrl::v1;
 
 constexpr int kMaxPages = 100000;
 
@@ -87,10 +89,35 @@ Status fetch_rest(ConnectClient& client, std::string_view method, Message& req, 
   return Error{Code::resource_exhausted, "more than " + std::to_string(kMaxPages) + " pages"};
 }
 
+bool given(const Invocation& inv, std::string_view flag) {
+  for (const auto& [f, v] : inv.values)
+    if (f->name == flag) return true;
+  return false;
+}
+
+// --wait: the answer's Workspace becomes the one that enforces its policy.
+Status wait_applied(const Invocation& inv, ConnectClient& client, Message& resp) {
+  const FieldDescriptor* f = resp.GetDescriptor()->FindFieldByName("workspace");
+  if (f == nullptr) return Error{Code::internal, "--wait: the answer carries no workspace"};
+  auto& ws = dynamic_cast<v1::Workspace&>(*resp.GetReflection()->MutableMessage(&resp, f));
+  auto get = [&]() -> Result<v1::Workspace> {
+    v1::GetWorkspaceRequest req;
+    req.set_workspace_id(ws.workspace_id());
+    v1::GetWorkspaceResponse got;
+    KIB_TRY(call(client, "kibotos.ctrl.v1.WorkspaceService.GetWorkspace", req, got));
+    return got.workspace();
+  };
+  const auto timeout = std::chrono::seconds(inv.global.timeout_seconds);
+  KIB_TRY_ASSIGN(auto done, wait_policy_applied(ws, get, timeout, real_clock()));
+  ws = std::move(done);
+  return {};
+}
+
 Status execute_once(const Invocation& inv, ConnectClient& client, Message& req, Message& resp, std::ostream& out) {
   const CommandSpec& c = *inv.command;
   KIB_TRY(call(client, c.method, req, resp));
   if (inv.global.all) KIB_TRY(fetch_rest(client, c.method, req, resp));
+  if (given(inv, "wait")) KIB_TRY(wait_applied(inv, client, resp));
   if (c.verb == "delete" && inv.global.output == OutputFormat::table) {  // the answer is empty: say it happened
     out << c.group << " " << inv.positional << " deleted\n";
     return {};
