@@ -50,6 +50,23 @@ FlagSpec drain_flag() {
           "drain time for moved connections (0-3600, default 600)"};
 }
 
+// update: what it does not restate it keeps from the current Egress (egress_update.h).
+std::vector<FlagSpec> egress_update_flags() {
+  std::vector<FlagSpec> flags = {{"expected-revision", "expected_revision", Bind::uint, false,
+                                  "the revision being replaced (default: the current one, read first)"}};
+  for (FlagSpec f : egress_spec_flags()) {
+    f.required = false;  // the current value is kept
+    flags.push_back(f);
+  }
+  flags.push_back({"no-credentials", "", Bind::client, false, "remove the username and password"});
+  flags.push_back({"no-tls", "", Bind::client, false, "remove TLS (else the current TLS settings are kept)"});
+  flags.push_back({"no-udp", "", Bind::client, false, "turn UDP ASSOCIATE off (else the current setting is kept)"});
+  flags.push_back({"replace", "", Bind::client, false,
+                   "send the spec exactly as given (needs --address): keep nothing from the current one"});
+  flags.push_back(drain_flag());
+  return flags;
+}
+
 std::vector<CommandSpec> build_table() {
   return {
       {"agent",
@@ -78,10 +95,9 @@ std::vector<CommandSpec> build_table() {
       {"egress", "list", "kibotos.ctrl.v1.EgressService.ListEgresses", "", "", false, true, "", list_flags(),
        "list Egresses in creation order"},
       {"egress", "update", "kibotos.ctrl.v1.EgressService.UpdateEgress", "egress_id", "EGRESS_ID", true, false, "",
-       concat(concat({{"expected-revision", "expected_revision", Bind::uint, true, "the revision being replaced"}},
-                     egress_spec_flags()),
-              {drain_flag()}),
-       "replace an Egress's spec (compare-and-set on its revision)"},
+       egress_update_flags(),
+       "change an Egress's spec, keeping what is not given (compare-and-set on its revision; the password must be "
+       "given again)"},
       {"egress",
        "delete",
        "kibotos.ctrl.v1.EgressService.DeleteEgress",

@@ -18,6 +18,7 @@
 #include "agent/ctl/cli_error.h"
 #include "agent/ctl/command_id.h"
 #include "agent/ctl/connect_client.h"
+#include "agent/ctl/egress_update.h"
 #include "agent/ctl/help_text.h"
 #include "agent/ctl/input_file.h"
 #include "agent/ctl/output_format.h"
@@ -155,10 +156,29 @@ Status watch(const Invocation& inv, ConnectClient& client, const Message& req,
   }
 }
 
-Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out) {
+// egress update: the current Egress fills in what the command does not restate.
+// `usage_error` tells a refusal of the command's flags from a failed read.
+Status complete_egress_update(const Invocation& inv, ConnectClient& client, Message& req, bool& usage_error) {
+  usage_error = true;
+  KIB_TRY(check_egress_update_flags(inv));
+  if (!egress_update_needs_current(inv)) return {};
+  v1::GetEgressRequest get;
+  get.set_egress_id(inv.positional);
+  v1::GetEgressResponse current;
+  usage_error = false;
+  KIB_TRY(call(client, "kibotos.ctrl.v1.EgressService.GetEgress", get, current));
+  usage_error = true;
+  KIB_TRY(keep_unstated(inv, current.egress(), dynamic_cast<v1::UpdateEgressRequest&>(req)));
+  usage_error = false;
+  return {};
+}
+
+Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out, bool& usage_error) {
   Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert,
               inv.global.key,    inv.global.ca,     inv.global.timeout_seconds};
   ConnectClient client(std::move(ep));
+  if (req.GetDescriptor() == v1::UpdateEgressRequest::descriptor())
+    KIB_TRY(complete_egress_update(inv, client, req, usage_error));
   if (inv.global.watch) return watch(inv, client, req, resp.GetDescriptor(), out);
   return execute_once(inv, client, req, resp, out);
 }
@@ -200,9 +220,10 @@ int run_ctl(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << error_line(st.error());
     return kExitUsage;  // bad local input (a flag value, an unreadable or invalid file)
   }
-  if (Status st = execute(*inv, *req, *resp, out); !st.ok()) {
+  bool usage_error = false;
+  if (Status st = execute(*inv, *req, *resp, out, usage_error); !st.ok()) {
     err << error_line(st.error());
-    return exit_code_for(st.error());
+    return usage_error ? kExitUsage : exit_code_for(st.error());
   }
   return 0;
 }
