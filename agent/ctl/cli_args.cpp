@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 
+#include "agent/ctl/duration_arg.h"
 #include "agent/ctl/suggest.h"
 
 namespace kib::ctl {
@@ -62,10 +63,7 @@ Status apply_global(const FlagSpec& f, const std::string& v, GlobalOptions& g) {
     if (v.empty()) return usage("--command-id must not be empty");
     g.command_id = v;
   } else if (n == "timeout") {
-    uint32_t t = 0;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), t);
-    if (ec != std::errc() || p != v.data() + v.size() || t == 0 || t > 86400)
-      return usage("--timeout must be 1 to 86400 seconds");
+    KIB_TRY_ASSIGN(auto t, parse_timeout_seconds(v));
     g.timeout_seconds = t;
   } else if (n == "help") {
     g.help = true;
@@ -196,7 +194,6 @@ class Parser {
     if (f->bind == Bind::client) {
       if (name == "all") inv_.global.all = true;
       if (name == "watch") inv_.global.watch = true;
-      return {};
     }
     if (f->bind != Bind::key_value && seen(f)) return usage("flag '--" + name + "' given twice");
     inv_.values.emplace_back(f, std::move(value));

@@ -40,9 +40,31 @@ std::vector<FlagSpec> list_flags() {
   };
 }
 
+FlagSpec wait_flag() {
+  return {"wait", "", Bind::client, false,
+          "wait until the policy is applied (status: applied_revision = its revision, no error), up to --timeout"};
+}
+
 FlagSpec drain_flag() {
   return {"drain-seconds", "drain_seconds", Bind::uint, false,
           "drain time for moved connections (0-3600, default 600)"};
+}
+
+// update: what it does not restate it keeps from the current Egress (egress_update.h).
+std::vector<FlagSpec> egress_update_flags() {
+  std::vector<FlagSpec> flags = {{"expected-revision", "expected_revision", Bind::uint, false,
+                                  "the revision being replaced (default: the current one, read first)"}};
+  for (FlagSpec f : egress_spec_flags()) {
+    f.required = false;  // the current value is kept
+    flags.push_back(f);
+  }
+  flags.push_back({"no-credentials", "", Bind::client, false, "remove the username and password"});
+  flags.push_back({"no-tls", "", Bind::client, false, "remove TLS (else the current TLS settings are kept)"});
+  flags.push_back({"no-udp", "", Bind::client, false, "turn UDP ASSOCIATE off (else the current setting is kept)"});
+  flags.push_back({"replace", "", Bind::client, false,
+                   "send the spec exactly as given (needs --address): keep nothing from the current one"});
+  flags.push_back(drain_flag());
+  return flags;
 }
 
 std::vector<CommandSpec> build_table() {
@@ -73,10 +95,9 @@ std::vector<CommandSpec> build_table() {
       {"egress", "list", "kibotos.ctrl.v1.EgressService.ListEgresses", "", "", false, true, "", list_flags(),
        "list Egresses in creation order"},
       {"egress", "update", "kibotos.ctrl.v1.EgressService.UpdateEgress", "egress_id", "EGRESS_ID", true, false, "",
-       concat(concat({{"expected-revision", "expected_revision", Bind::uint, true, "the revision being replaced"}},
-                     egress_spec_flags()),
-              {drain_flag()}),
-       "replace an Egress's spec (compare-and-set on its revision)"},
+       egress_update_flags(),
+       "change an Egress's spec, keeping what is not given (compare-and-set on its revision; the password must be "
+       "given again)"},
       {"egress",
        "delete",
        "kibotos.ctrl.v1.EgressService.DeleteEgress",
@@ -116,7 +137,8 @@ std::vector<CommandSpec> build_table() {
        concat(
            {{"netns", "netns", Bind::string, true,
              "the guest's network namespace: a path, e.g. /run/netns/vm1, or a name under /run/netns"},
-            {"policy", "network_policy", Bind::message_file, true, "NetworkPolicy file (YAML or JSON), '-' for stdin"}},
+            {"policy", "network_policy", Bind::message_file, true, "NetworkPolicy file (YAML or JSON), '-' for stdin"},
+            wait_flag()},
            metadata_flags("labels", "annotations")),
        "attach a network namespace as a Workspace"},
       {"workspace",
@@ -141,7 +163,8 @@ std::vector<CommandSpec> build_table() {
        "",
        {{"expected-revision", "expected_revision", Bind::uint, true, "the policy revision being replaced"},
         {"policy", "network_policy", Bind::message_file, true, "NetworkPolicy file (YAML or JSON), '-' for stdin"},
-        drain_flag()},
+        drain_flag(),
+        wait_flag()},
        "replace a Workspace's NetworkPolicy (compare-and-set on its revision)"},
       {"workspace",
        "delete",
@@ -215,14 +238,14 @@ const std::vector<CommandSpec>& command_table() {
 const std::vector<FlagSpec>& global_flags() {
   // field is empty: these steer kibotosctl. Bind tells only whether a value follows.
   static const std::vector<FlagSpec> flags = {
-      {"output", "", Bind::string, false, "output format: table (default), json, yaml, or id (only the IDs, one a line)"},
+      {"output", "", Bind::string, false, "output format: table (default), json, yaml or id (only the IDs)"},
       {"socket", "", Bind::string, false, "agent's Unix socket (default $KIBOTOS_SOCKET or /run/kibotos/ctrl.sock)"},
       {"server", "", Bind::string, false, "host:port of the agent's TLS listener (instead of the socket)"},
       {"cert", "", Bind::string, false, "client certificate (PEM) for --server"},
       {"key", "", Bind::string, false, "client private key (PEM) for --server"},
       {"ca", "", Bind::string, false, "CA bundle (PEM) that signed the agent's certificate"},
       {"command-id", "", Bind::string, false, "command ID of a write (default: a fresh random one)"},
-      {"timeout", "", Bind::uint, false, "seconds to wait for the answer (default 30)"},
+      {"timeout", "", Bind::uint, false, "time to wait for the answer, and for a policy to apply: 30, 30s, 2m, 1h (default 30s)"},
       {"help", "", Bind::enable, false, "show help"},
       {"version", "", Bind::enable, false, "print kibotosctl's version"},
   };

@@ -20,10 +20,12 @@
 #include "agent/ctl/completion.h"
 #include "agent/ctl/completion_script.h"
 #include "agent/ctl/connect_client.h"
+#include "agent/ctl/egress_update.h"
 #include "agent/ctl/help_text.h"
 #include "agent/ctl/input_file.h"
 #include "agent/ctl/output_format.h"
 #include "agent/ctl/output_id.h"
+#include "agent/ctl/policy_wait.h"
 #include "agent/ctl/request_builder.h"
 #include "kibotos/ctrl/v1/agent.pb.h"
 #include "kibotos/ctrl/v1/egress.pb.h"
@@ -35,6 +37,7 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using MessagePtr = std::unique_ptr<Message>;
+namespace v1 = kibotos::ctrl::v1;
 
 constexpr int kMaxPages = 100000;
 
@@ -89,10 +92,35 @@ Status fetch_rest(ConnectClient& client, std::string_view method, Message& req, 
   return Error{Code::resource_exhausted, "more than " + std::to_string(kMaxPages) + " pages"};
 }
 
+bool given(const Invocation& inv, std::string_view flag) {
+  for (const auto& [f, v] : inv.values)
+    if (f->name == flag) return true;
+  return false;
+}
+
+// --wait: the answer's Workspace becomes the one that enforces its policy.
+Status wait_applied(const Invocation& inv, ConnectClient& client, Message& resp) {
+  const FieldDescriptor* f = resp.GetDescriptor()->FindFieldByName("workspace");
+  if (f == nullptr) return Error{Code::internal, "--wait: the answer carries no workspace"};
+  auto& ws = dynamic_cast<v1::Workspace&>(*resp.GetReflection()->MutableMessage(&resp, f));
+  auto get = [&]() -> Result<v1::Workspace> {
+    v1::GetWorkspaceRequest req;
+    req.set_workspace_id(ws.workspace_id());
+    v1::GetWorkspaceResponse got;
+    KIB_TRY(call(client, "kibotos.ctrl.v1.WorkspaceService.GetWorkspace", req, got));
+    return got.workspace();
+  };
+  const auto timeout = std::chrono::seconds(inv.global.timeout_seconds);
+  KIB_TRY_ASSIGN(auto done, wait_policy_applied(ws, get, timeout, real_clock()));
+  ws = std::move(done);
+  return {};
+}
+
 Status execute_once(const Invocation& inv, ConnectClient& client, Message& req, Message& resp, std::ostream& out) {
   const CommandSpec& c = *inv.command;
   KIB_TRY(call(client, c.method, req, resp));
   if (inv.global.all) KIB_TRY(fetch_rest(client, c.method, req, resp));
+  if (given(inv, "wait")) KIB_TRY(wait_applied(inv, client, resp));
   if (c.verb == "delete" && inv.global.output == OutputFormat::table) {  // the answer is empty: say it happened
     out << c.group << " " << inv.positional << " deleted\n";
     return {};
@@ -130,10 +158,29 @@ Status watch(const Invocation& inv, ConnectClient& client, const Message& req,
   }
 }
 
-Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out) {
+// egress update: the current Egress fills in what the command does not restate.
+// `usage_error` tells a refusal of the command's flags from a failed read.
+Status complete_egress_update(const Invocation& inv, ConnectClient& client, Message& req, bool& usage_error) {
+  usage_error = true;
+  KIB_TRY(check_egress_update_flags(inv));
+  if (!egress_update_needs_current(inv)) return {};
+  v1::GetEgressRequest get;
+  get.set_egress_id(inv.positional);
+  v1::GetEgressResponse current;
+  usage_error = false;
+  KIB_TRY(call(client, "kibotos.ctrl.v1.EgressService.GetEgress", get, current));
+  usage_error = true;
+  KIB_TRY(keep_unstated(inv, current.egress(), dynamic_cast<v1::UpdateEgressRequest&>(req)));
+  usage_error = false;
+  return {};
+}
+
+Status execute(const Invocation& inv, Message& req, Message& resp, std::ostream& out, bool& usage_error) {
   Endpoint ep{inv.global.socket, inv.global.server, inv.global.cert,
               inv.global.key,    inv.global.ca,     inv.global.timeout_seconds};
   ConnectClient client(std::move(ep));
+  if (req.GetDescriptor() == v1::UpdateEgressRequest::descriptor())
+    KIB_TRY(complete_egress_update(inv, client, req, usage_error));
   if (inv.global.watch) return watch(inv, client, req, resp.GetDescriptor(), out);
   return execute_once(inv, client, req, resp, out);
 }
@@ -179,9 +226,10 @@ int run_ctl(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << error_line(st.error());
     return kExitUsage;  // bad local input (a flag value, an unreadable or invalid file)
   }
-  if (Status st = execute(*inv, *req, *resp, out); !st.ok()) {
+  bool usage_error = false;
+  if (Status st = execute(*inv, *req, *resp, out, usage_error); !st.ok()) {
     err << error_line(st.error());
-    return exit_code_for(st.error());
+    return usage_error ? kExitUsage : exit_code_for(st.error());
   }
   return 0;
 }

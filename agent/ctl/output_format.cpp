@@ -9,6 +9,7 @@
 #include <google/protobuf/util/time_util.h>
 #include <yaml-cpp/yaml.h>
 
+#include "agent/ctl/enum_name.h"
 #include "agent/ctl/json_text.h"
 #include "agent/ctl/output_id.h"
 #include "agent/ctl/yaml_scalar.h"
@@ -56,12 +57,7 @@ std::string duration_text(const google::protobuf::Duration& d) {
   return out + std::to_string(s) + "s";
 }
 
-// An enum value's name without its type's prefix ("NETWORK_MODE_ISOLATED" -> "ISOLATED").
-std::string short_name(std::string n, const std::string& prefix) {
-  return n.rfind(prefix, 0) == 0 ? n.substr(prefix.size()) : n;
-}
-
-std::string mode_text(v1::NetworkMode m) { return short_name(v1::NetworkMode_Name(m), "NETWORK_MODE_"); }
+std::string mode_text(v1::NetworkMode m) { return short_enum_name(v1::NetworkMode_descriptor(), m); }
 
 // Below a second in ms ("350ms"), else as durations are ("1m2s").
 std::string age_text(uint64_t ms) {
@@ -128,7 +124,7 @@ const std::vector<Column>* view_for(const Descriptor* d) {
        {col<v1::Connection>("ID", [](const auto& c) { return to_string(c.connection_id()); }),
         col<v1::Connection>("STATE",
                             [](const auto& c) {
-                              return short_name(v1::ConnectionState_Name(c.state()), "CONNECTION_STATE_");
+                              return short_enum_name(v1::ConnectionState_descriptor(), c.state());
                             }),
         col<v1::Connection>("AGE", [](const auto& c) { return age_text(c.age_ms()); }),
         col<v1::Connection>("GUEST", [](const auto& c) { return c.guest_address(); }),

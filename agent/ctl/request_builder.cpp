@@ -79,6 +79,7 @@ Result<std::string> read_for(const FlagSpec& f, const std::string& path, const F
 }  // namespace
 
 Status apply_flag(Message& req, const FlagSpec& f, const std::string& value, const FileReader& read) {
+  if (f.bind == Bind::client) return {};  // kibotosctl's own (--all, --wait): nothing to send
   KIB_TRY_ASSIGN(auto t, resolve(req, f.field));
   const Reflection* r = t.msg->GetReflection();
   switch (f.bind) {
@@ -108,7 +109,7 @@ Status apply_flag(Message& req, const FlagSpec& f, const std::string& value, con
       KIB_TRY_ASSIGN(auto content, read_for(f, value, read));
       return parse_message_text(content, value, *r->MutableMessage(t.msg, t.field));
     }
-    case Bind::client: return {};
+    case Bind::client: break;
   }
   return {};
 }

@@ -109,7 +109,8 @@ TEST_CASE("completion takes one shell") {
 TEST_CASE("required flags and the positional ID are enforced") {
   CHECK(parse_err({"egress", "create"}) == "missing required flag --address");
   CHECK(parse_err({"egress", "get"}) == "missing EGRESS_ID");
-  CHECK(parse_err({"egress", "update", "e1", "--address", "a:1"}) == "missing required flag --expected-revision");
+  CHECK(parse_err({"workspace", "update-policy", "w1", "--policy", "p"}) ==
+        "missing required flag --expected-revision");
   CHECK(parse_err({"workspace", "create", "--netns", "/run/netns/x"}) == "missing required flag --policy");
 }
 
