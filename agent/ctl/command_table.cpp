@@ -245,7 +245,8 @@ const std::vector<FlagSpec>& global_flags() {
       {"key", "", Bind::string, false, "client private key (PEM) for --server"},
       {"ca", "", Bind::string, false, "CA bundle (PEM) that signed the agent's certificate"},
       {"command-id", "", Bind::string, false, "command ID of a write (default: a fresh random one)"},
-      {"timeout", "", Bind::uint, false, "time to wait for the answer, and for a policy to apply: 30, 30s, 2m, 1h (default 30s)"},
+      {"timeout", "", Bind::uint, false,
+       "time to wait for the answer, and for a policy to apply: 30, 30s, 2m, 1h (default 30s)"},
       {"help", "", Bind::enable, false, "show help"},
       {"version", "", Bind::enable, false, "print kibotosctl's version"},
   };
