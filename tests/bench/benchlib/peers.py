@@ -251,24 +251,30 @@ def make_certs(workdir):
             "server_key": os.path.join(d, "server.key")}
 
 
-def start_stunnel(lab, workdir, certs, socks_port):
-    conf = os.path.join(workdir, "stunnel.conf")
+def _start_stunnel(lab, ns, workdir, name, service, port):
+    """stunnel4 in ns with one service ([name] followed by `service`'s lines), listening
+    on port."""
+    conf = os.path.join(workdir, f"{name}.conf")
     with open(conf, "w") as f:
         f.write(f"""foreground = yes
 pid =
 debug = err
 socket = l:TCP_NODELAY=1
 socket = r:TCP_NODELAY=1
-[socks-tls]
-accept = 0.0.0.0:{STUNNEL_PORT}
+[{name}]
+{service}""")
+    p = lab.spawn(ns, ["stunnel4", conf], stderr=open(os.path.join(workdir, f"{name}.log"), "w"))
+    wait_listening(lab, ns, port, proc=p)
+    return p
+
+
+def start_stunnel(lab, workdir, certs, socks_port):
+    """The TLS Egress: stunnel in the socks namespace in front of the SOCKS server."""
+    return _start_stunnel(lab, lab.socks, workdir, "stunnel", f"""accept = 0.0.0.0:{STUNNEL_PORT}
 connect = 127.0.0.1:{socks_port}
 cert = {certs['server']}
 key = {certs['server_key']}
-""")
-    p = lab.spawn(lab.socks, ["stunnel4", conf],
-                  stderr=open(os.path.join(workdir, "stunnel.log"), "w"))
-    wait_listening(lab, lab.socks, STUNNEL_PORT, proc=p)
-    return p
+""", STUNNEL_PORT)
 
 
 # -- redsocks in the ws namespace (REDIRECT: redsocks has no TPROXY) -----------------------------
@@ -279,26 +285,14 @@ def start_stunnel_client(lab, workdir, certs):
     """What users put between redsocks and a SOCKS5-over-TLS server: a local stunnel
     client (in the ws namespace, beside redsocks) that wraps each SOCKS5 connection in
     TLS toward the lab's stunnel server, verifying it as kibotos does."""
-    conf = os.path.join(workdir, "stunnel-client.conf")
-    with open(conf, "w") as f:
-        f.write(f"""foreground = yes
-pid =
-debug = err
-socket = l:TCP_NODELAY=1
-socket = r:TCP_NODELAY=1
-[socks-tls-client]
-client = yes
+    return _start_stunnel(lab, lab.ws, workdir, "stunnel-client", f"""client = yes
 accept = 127.0.0.1:{STUNNEL_CLIENT_PORT}
 connect = {L.SOCKS_WS_IP}:{STUNNEL_PORT}
 CAfile = {certs['ca']}
 verifyChain = yes
 checkHost = {TLS_NAME}
 sslVersionMin = TLSv1.2
-""")
-    p = lab.spawn(lab.ws, ["stunnel4", conf],
-                  stderr=open(os.path.join(workdir, "stunnel-client.log"), "w"))
-    wait_listening(lab, lab.ws, STUNNEL_CLIENT_PORT, proc=p)
-    return p
+""", STUNNEL_CLIENT_PORT)
 
 
 def start_redsocks(lab, workdir, socks_port, splice, upstream_ip=L.SOCKS_WS_IP):
