@@ -343,8 +343,7 @@ int run(const std::vector<std::string>& args) {
     std::printf("kibotos-agent %s\n", KIBOTOS_VERSION);
     return 0;
   }
-  if (options->check_config || options->print_config)
-    return check_config(options->config_file, options->print_config);
+  if (options->check_config || options->print_config) return check_config(options->config_file, options->print_config);
 
   // Before any thread starts, so only the main thread receives these signals.
   block_daemon_signals();
