@@ -174,3 +174,21 @@ def test_the_agent_accepts_every_key_and_documented_default(keys):
             elif not empty and (rc != 0 or out != "config OK"):
                 problems[key] = f"documented default {text!r} refused: {out}"
         assert not problems, problems
+
+
+def man_options():
+    """The flags kibotos-agent(8)'s OPTIONS section describes (each `.TP` entry's tag)."""
+    section = read(MAN).split("\n.SH OPTIONS\n", 1)[1].split("\n.SH ", 1)[0]
+    tags = re.findall(r"^\.TP\n\.B[IR]? (.*)$", section, re.M)
+    return {f.replace("\\-", "-") for tag in tags for f in re.findall(r"\\-\\-[a-z\\-]+", tag)}
+
+
+def test_the_agents_flags_are_the_man_pages():
+    """kibotos-agent --help and kibotos-agent(8)'s OPTIONS name the same flags."""
+    if not os.access(agent_binary(), os.X_OK):
+        pytest.skip(f"no agent binary at {agent_binary()}")
+    out = subprocess.run([agent_binary(), "--help"], capture_output=True, text=True, timeout=30).stdout
+    in_help = set(re.findall(r"^  (--[a-z-]+)", out, re.M))
+    in_man = man_options()
+    assert len(in_help) >= 5, out
+    assert in_help == in_man, f"only in --help: {sorted(in_help - in_man)}; only in the man page: {sorted(in_man - in_help)}"
