@@ -12,7 +12,9 @@ constexpr int kMaxDepth = 64;
 bool is_json_literal(const std::string& s) { return s == "true" || s == "false" || s == "null" || is_json_number(s); }
 
 void newline(std::string& out, bool pretty, int depth) {
-  if (pretty) out += "\n" + std::string(2 * static_cast<size_t>(depth), ' ');
+  if (!pretty) return;
+  out += '\n';
+  out.append(2 * static_cast<size_t>(depth), ' ');
 }
 
 Status append_node(std::string& out, const YAML::Node& n, int depth, bool pretty) {

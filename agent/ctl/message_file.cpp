@@ -125,8 +125,20 @@ class Walker {
   Error at(const YAML::Node& n, const std::string& path, const std::string& what) const {
     const YAML::Mark m = n.Mark();
     std::string where = origin_;
-    if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-    return Error{Code::invalid_argument, where + ": " + (path.empty() ? "" : path + ": ") + what};
+    // Appended piecewise: GCC 12's -Wrestrict false positive at -O2 (PR 105329).
+    if (!m.is_null()) {
+      where += ':';
+      where += std::to_string(m.line + 1);
+      where += ':';
+      where += std::to_string(m.column + 1);
+    }
+    where += ": ";
+    if (!path.empty()) {
+      where += path;
+      where += ": ";
+    }
+    where += what;
+    return Error{Code::invalid_argument, where};
   }
 
   Status value(const YAML::Node& n, const FieldDescriptor* f, const std::string& path, std::string& out, int depth) {

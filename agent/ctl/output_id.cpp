@@ -49,9 +49,15 @@ Status check_id_output(const CommandSpec& c, const Descriptor* response) {
   if (c.verb == "delete") return {};  // the answer is empty: the deleted ID is the positional
   const Descriptor* d = select_type(response, c.output_field);
   if (d != nullptr && (own_id(d) || wrapped(d))) return {};
-  std::string name(c.group);
-  if (!c.verb.empty()) name += " " + std::string(c.verb);
-  return Error{Code::invalid_argument, "-o id: '" + name + "' shows no ID; use -o table, json or yaml"};
+  // Appended piecewise: GCC 12's -Wrestrict false positive at -O2 (PR 105329).
+  std::string msg = "-o id: '";
+  msg += c.group;
+  if (!c.verb.empty()) {
+    msg += ' ';
+    msg += c.verb;
+  }
+  msg += "' shows no ID; use -o table, json or yaml";
+  return Error{Code::invalid_argument, msg};
 }
 
 std::string id_lines(const Message& shown) {
