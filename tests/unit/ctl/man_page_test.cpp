@@ -55,7 +55,13 @@ std::string entry_name(const std::string& group, const std::string& verb) {
 }
 
 std::string name_of(const CommandSpec& c) {
-  return std::string(c.group) + (c.verb.empty() ? "" : " " + std::string(c.verb));
+  // Appended piecewise: GCC 12's -Wrestrict false positive at -O2 (PR 105329).
+  std::string name(c.group);
+  if (!c.verb.empty()) {
+    name += ' ';
+    name += c.verb;
+  }
+  return name;
 }
 
 // The man page as sections of .TP tags (the line after .TP), and the SYNOPSIS lines.
