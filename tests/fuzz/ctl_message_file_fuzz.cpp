@@ -2,7 +2,8 @@
 // an operator writes (policies, Egress specs), converted by yaml-cpp and filled by
 // protobuf's JSON parser. The first byte picks the message. Checked beyond not
 // crashing: the YAML-to-JSON conversion is idempotent on its own output (JSON is
-// YAML), and an accepted message prints to JSON that reads back to the same message.
+// YAML, within YAML's 1024-character cap on implicit keys), and an accepted message prints to JSON that reads back to
+// the same message.
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
@@ -37,8 +38,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text = kib::fuzz::text(in.rest());
 
   if (auto json = kib::ctl::yaml_to_json(text); json.ok()) {
+    // YAML caps implicit keys at 1024 characters and JSON does not, so a long explicit
+    // key (`? key`) converts to JSON that yaml-cpp cannot read again (parse_message_text
+    // hands such JSON to protobuf as it is). Any other output must read back unchanged.
     auto twice = kib::ctl::yaml_to_json(*json);
-    require(twice.ok() && *twice == *json, "YAML-to-JSON is idempotent on its output");
+    if (twice.ok())
+      require(*twice == *json, "YAML-to-JSON is idempotent on its output");
+    else
+      require(json->size() > 1024, "YAML-to-JSON output reads back");
   }
   auto msg = message_for(pick);
   if (!kib::ctl::parse_message_text(text, "fuzz", *msg).ok()) return 0;

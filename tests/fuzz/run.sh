@@ -1,28 +1,29 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz (clang-14, ASan+UBSan, coverage-guided)
 # in build-fuzz and runs each one over a working copy of its seed corpus.
-#   tests/fuzz/run.sh [--time SECONDS | --runs N] [--workers W] [TARGET...]
-# Defaults: every target, 60 s each, one worker. What each run found (crashes, leaks,
+#   tests/fuzz/run.sh [--time SECONDS] [--runs N] [--workers W] [TARGET...]
+# Defaults: every target, 60 s each, one worker. With both --time and --runs, a target
+# stops at whichever it reaches first. What each run found (crashes, leaks,
 # broken invariants) is left in build-fuzz/artifacts/TARGET/; the table at the end
-# gives executions, coverage (libFuzzer's cov: edges) and findings per target.
-# CI's smoke run: tests/fuzz/run.sh --time 20 (tests/ci-variants.sh).
+# gives executions, wall seconds, coverage (libFuzzer's cov: edges) and findings per target.
 # The long runs docs/security.md records: tests/fuzz/run.sh --runs 10000000.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 build=${KIBOTOS_FUZZ_BUILD:-build-fuzz}
-limit=(-max_total_time=60)
+limit=()
 workers=1
 targets=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --time) limit=(-max_total_time="$2"); shift 2 ;;
-    --runs) limit=(-runs="$2"); shift 2 ;;
+    --time) limit+=(-max_total_time="$2"); shift 2 ;;
+    --runs) limit+=(-runs="$2"); shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+[ "${#limit[@]}" -gt 0 ] || limit=(-max_total_time=60)
 if [ "${#targets[@]}" -eq 0 ]; then
   for f in tests/fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" _fuzz.cpp)"); done
 fi
@@ -48,6 +49,7 @@ for t in "${targets[@]}"; do
   log="$build/artifacts/$t.log"
   echo "== fuzz $t (${limit[*]})"
   status=0
+  started=$SECONDS
   # -rss_limit_mb: a target must not grow; -timeout: one input must not hang.
   parallel=()  # libFuzzer's -jobs writes fuzz-N.log files in the working directory
   [ "$workers" -gt 1 ] && parallel=(-jobs="$workers" -workers="$workers")
@@ -57,7 +59,8 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END {print s+0}')
   cov=$(grep -o ' cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   found=$(find "$artifacts" -type f | wc -l)
-  report+=("$(printf '%-18s %12s execs  cov %6s  findings %s' "$t" "$execs" "${cov:-?}" "$found")")
+  wall=$((SECONDS - started))
+  report+=("$(printf '%-18s %12s execs  %6s s  cov %6s  findings %s' "$t" "$execs" "$wall" "${cov:-?}" "$found")")
   if [ "$status" -ne 0 ] || [ "$found" -gt 0 ]; then
     failed+=("$t")
     tail -40 "$log"
