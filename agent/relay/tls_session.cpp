@@ -119,15 +119,25 @@ TlsSession::Io TlsSession::handshake() {
   return map_error(rc, "tls handshake");
 }
 
+// Every whole record buffered, up to cap: one send toward the guest per burst rather
+// than one per 16 KiB record. An end or error met after some plaintext is reported by
+// the next call, so that plaintext goes out first.
 TlsSession::Io TlsSession::read(uint8_t* buf, size_t cap, size_t* n) {
   *n = 0;
-  size_t got = 0;
-  int rc = SSL_read_ex(ssl_.get(), buf, cap, &got);
-  if (rc == 1) {
-    *n = got;
-    return Io::ok;
+  if (deferred_ != Io::ok) return deferred_;
+  while (*n < cap) {
+    size_t got = 0;
+    const int rc = SSL_read_ex(ssl_.get(), buf + *n, cap - *n, &got);
+    if (rc == 1) {
+      *n += got;
+      continue;
+    }
+    const Io io = map_error(rc, "tls read");
+    if (*n == 0) return io;
+    if (io != Io::want_read) deferred_ = io;
+    break;
   }
-  return map_error(rc, "tls read");
+  return Io::ok;
 }
 
 TlsSession::Io TlsSession::write(const uint8_t* data, size_t len) {

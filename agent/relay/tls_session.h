@@ -33,7 +33,8 @@ class TlsSession {
 
   // Drives the handshake: ok when done, want_read when it needs more ciphertext.
   Io handshake();
-  // Plaintext: ok with *n > 0; want_read; closed (close_notify or clean EOF); error.
+  // Plaintext, as many records as fit in cap: ok with *n > 0; want_read; closed
+  // (close_notify or clean EOF); error.
   Io read(uint8_t* buf, size_t cap, size_t* n);
   // Plaintext out: always fully buffered into the write BIO unless error.
   Io write(const uint8_t* data, size_t len);
@@ -54,7 +55,8 @@ class TlsSession {
   BIO* wbio_ = nullptr;  // owned by ssl_
   std::shared_ptr<TlsClientContext> ctx_;
   std::string error_;
-  bool eof_ = false;  // the read BIO's "end of stream" was set: it stays
+  bool eof_ = false;      // the read BIO's "end of stream" was set: it stays
+  Io deferred_ = Io::ok;  // closed or error, met by a read that returned plaintext first
 };
 
 }  // namespace kib::relay
