@@ -80,7 +80,10 @@ Result<std::shared_ptr<TlsClientContext>> TlsClientContext::create(const std::st
   SSL_CTX* ctx = c->ctx_.get();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
+  // No SSL_MODE_RELEASE_BUFFERS: it frees and reallocates the 16 KiB record buffers
+  // around every record of a busy connection. A quiet one gives them back instead
+  // (TlsSession::release_spare_buffers).
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_set_ex_data(ctx, context_index(), c.get());
   SSL_CTX_sess_set_new_cb(ctx, on_new_session);

@@ -11,7 +11,7 @@ namespace {
 // records) for the connection's life: after 64 KiB each way an idle connection held
 // ~150 KiB in its two BIOs, and one that only did its handshake a few KiB.
 // release_spare_buffers() swaps a drained BIO that holds any for an empty one (after the
-// handshake: SSL's buffering BIO is gone by then).
+// handshake: SSL's buffering BIO is gone by then), and frees SSL's own record buffers.
 size_t capacity(BIO* b) {
   BUF_MEM* m = nullptr;
   BIO_get_mem_ptr(b, &m);
@@ -82,6 +82,7 @@ size_t TlsSession::bio_capacity() const { return capacity(rbio_) + capacity(wbio
 
 void TlsSession::release_spare_buffers() {
   if (!SSL_is_init_finished(ssl_.get())) return;
+  SSL_free_buffers(ssl_.get());  // OpenSSL's record buffers, unless they hold a partial record
   if (!eof_ && holds_spare(rbio_)) {
     if (BIO* fresh = new_read_bio()) {
       SSL_set0_rbio(ssl_.get(), fresh);  // frees the old one

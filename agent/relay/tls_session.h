@@ -44,8 +44,9 @@ class TlsSession {
   bool resumed() const;
   // Bytes the two memory BIOs hold allocated (data or spare capacity).
   size_t bio_capacity() const;
-  // Swaps each drained memory BIO that kept a burst's capacity for an empty one: for an
-  // idle connection (a swap per drain would cost a regrowth per burst).
+  // Swaps each drained memory BIO that kept a burst's capacity for an empty one and
+  // frees OpenSSL's record buffers: for an idle connection (doing so per record or per
+  // drain would cost an allocation per burst).
   void release_spare_buffers();
 
  private:
