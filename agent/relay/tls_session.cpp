@@ -120,9 +120,9 @@ TlsSession::Io TlsSession::handshake() {
   return map_error(rc, "tls handshake");
 }
 
-// Every whole record buffered, up to cap: one send toward the guest per burst rather
-// than one per 16 KiB record. An end or error met after some plaintext is reported by
-// the next call, so that plaintext goes out first.
+// Every whole record buffered, up to cap: small records go toward the guest in one
+// send. An end or error met after some plaintext is reported by the next call, so
+// that plaintext goes out first.
 TlsSession::Io TlsSession::read(uint8_t* buf, size_t cap, size_t* n) {
   *n = 0;
   if (deferred_ != Io::ok) return deferred_;
