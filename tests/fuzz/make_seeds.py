@@ -4,7 +4,9 @@
 Seeds are well-formed exchanges each target's parser meets in real use (and a few
 known-hostile ones), laid out as the target's LLVMFuzzerTestOneInput reads its input.
 Inputs a fuzzer found (crashes, broken invariants) are kept beside them as
-corpus/<target>/found-*, so every build replays them. The corpora are committed; run this again only when a target's input layout changes:
+corpus/<target>/found-*, and the corpus a long run grew (minimized with libFuzzer's
+-merge=1) as corpus/<target>/grown-*, so every build replays them. The corpora are
+committed; run this again only when a target's input layout changes:
     python3 tests/fuzz/make_seeds.py
 HTTP/2 seeds are framed by python3-h2, the library Debian ships.
 """
@@ -22,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def write(target, seeds):
     folder = os.path.join(HERE, "corpus", target)
     os.makedirs(folder, exist_ok=True)
-    for old in os.listdir(folder):  # inputs the fuzzers found ("found-*") stay
-        if not old.startswith("found-"):
+    for old in os.listdir(folder):  # inputs the fuzzers found ("found-*", "grown-*") stay
+        if not old.startswith(("found-", "grown-")):
             os.remove(os.path.join(folder, old))
     for name, data in seeds.items():
         with open(os.path.join(folder, name), "wb") as f:
