@@ -276,41 +276,47 @@ TEST_CASE("close_notify from the server reads as closed") {
   CHECK((*s)->read(buf, sizeof buf, &n) == Io::closed);
 }
 
-TEST_CASE("a read takes every buffered record that fits; the end after them comes with the next read") {
-  auto cert = make_cert("socks.test", "DNS:socks.test");
-  auto ctx = TlsClientContext::create("socks.test", cert->pem);
+// A session through a context of its own, its handshake with server done and the
+// server's tickets taken in.
+std::unique_ptr<TlsSession> connected(const Cert& cert, Server& server) {
+  auto ctx = TlsClientContext::create("socks.test", cert.pem);
+  REQUIRE(ctx.ok());
   auto s = TlsSession::create(*ctx);
-  Server server(*cert);
+  REQUIRE(s.ok());
   REQUIRE(handshake(**s, server) == Io::ok);
   take_tickets(**s, server);
+  return std::move(*s);
+}
+
+TEST_CASE("a read takes every buffered record that fits; the end after them comes with the next read") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  Server server(*cert);
+  auto s = connected(*cert, server);
   // Three records, then close_notify, all buffered at once.
   for (const char* part : {"one;", "two;", "three"}) SSL_write(server.ssl(), part, static_cast<int>(strlen(part)));
   SSL_shutdown(server.ssl());
-  pump(**s, server);
+  pump(*s, server);
   uint8_t buf[64];
   size_t n = 0;
-  REQUIRE((*s)->read(buf, sizeof buf, &n) == Io::ok);
+  REQUIRE(s->read(buf, sizeof buf, &n) == Io::ok);
   CHECK(std::string(reinterpret_cast<char*>(buf), n) == "one;two;three");
-  CHECK((*s)->read(buf, sizeof buf, &n) == Io::closed);
+  CHECK(s->read(buf, sizeof buf, &n) == Io::closed);
   CHECK(n == 0);
-  CHECK((*s)->read(buf, sizeof buf, &n) == Io::closed);
+  CHECK(s->read(buf, sizeof buf, &n) == Io::closed);
 }
 
 TEST_CASE("a read stops at its buffer's end; the rest of the record comes with the next read") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
-  auto ctx = TlsClientContext::create("socks.test", cert->pem);
-  auto s = TlsSession::create(*ctx);
   Server server(*cert);
-  REQUIRE(handshake(**s, server) == Io::ok);
-  take_tickets(**s, server);
+  auto s = connected(*cert, server);
   SSL_write(server.ssl(), "abcdef", 6);
   SSL_write(server.ssl(), "ghij", 4);
-  pump(**s, server);
+  pump(*s, server);
   uint8_t buf[4];
   size_t n = 0;
   std::string got;
   Io io;
-  while ((io = (*s)->read(buf, sizeof buf, &n)) == Io::ok) {
+  while ((io = s->read(buf, sizeof buf, &n)) == Io::ok) {
     CHECK(n == std::min<size_t>(4, 10 - got.size()));
     got.append(reinterpret_cast<char*>(buf), n);
   }
