@@ -2,8 +2,8 @@
 // an operator writes (policies, Egress specs), converted by yaml-cpp and filled by
 // protobuf's JSON parser. The first byte picks the message. Checked beyond not
 // crashing: the YAML-to-JSON conversion is idempotent on its own output (JSON is
-// YAML, within YAML's 1024-character cap on implicit keys), and an accepted message prints to JSON that reads back to
-// the same message.
+// YAML, within YAML's 1024-character cap on implicit keys), and an accepted message
+// prints to JSON that reads back to the same message.
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
