@@ -39,12 +39,12 @@ PROFILES = {
                  wrk_seconds=3, wrk_conns=32, lat_n=1000, lat_series=3, hold_n=10000, dns_n=5000,
                  dns_window=16, select_seconds=2, select_lat_n=300, max_minutes=40,
                  settle_load=2.0, settle_seconds=180, idle_busy=0.25, idle_seconds=20,
-                 lat_warmup=100, tw_below=1000, tw_seconds=70),
+                 lat_warmup=100, tw_below=1000, tw_seconds=70, crypto_seconds=3),
     "smoke": dict(runs=1, iperf_seconds=1, variants=("1_up", "4_down"), wrk_seconds=1,
                   wrk_conns=8, lat_n=100, lat_series=1, hold_n=200, dns_n=200, dns_window=4,
                   select_seconds=1, select_lat_n=30, max_minutes=3, settle_load=1e9,
                   settle_seconds=0, idle_busy=1.0, idle_seconds=0, lat_warmup=10, tw_below=1e9,
-                  tw_seconds=0),
+                  tw_seconds=0, crypto_seconds=1),
 }
 
 MODES = {  # name: (label, kind, data-plane threads)
@@ -291,14 +291,17 @@ class Bench:
         self.raw.setdefault("tput_settle", []).append(
             {"idle_wait_s": round(waited, 1), "busy_before": busy and round(busy, 3)})
 
+    def egress_side(self, pids):
+        """The Egress side's processes (SOCKS server, stunnel), counted beside a relay's."""
+        return (lambda: self.lab.ns_pids(self.lab.socks)) if pids else None
+
     def measure_throughput(self, pids):
         p = self.p
         for v in p["variants"]:
             self.check_time()
             streams, direction = v.split("_")
-            egress_side = (lambda: self.lab.ns_pids(self.lab.socks)) if pids else None
             r = measure.iperf(self.lab, int(streams), direction == "down", p["iperf_seconds"], pids,
-                              egress_side)
+                              self.egress_side(pids))
             self.raw.setdefault(f"iperf_{v}", []).append(r)
             self.add(f"tput_{v}", r["gbps"])
             if pids:
@@ -309,12 +312,15 @@ class Bench:
     def measure_connections(self, pids):
         p = self.p
         self.check_time()
-        r = measure.wrk(self.lab, p["wrk_seconds"], p["wrk_conns"], pids)
+        r = measure.wrk(self.lab, p["wrk_seconds"], p["wrk_conns"], pids, self.egress_side(pids))
         self.raw.setdefault("wrk", []).append(r)
         self.add("conn_per_s", r["conn_per_s"])
         self.add("conn_errors", r["errors"])
-        if pids:
-            self.add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])  # µs/conn == ms/1,000 conns
+        if pids:  # µs/conn == ms/1,000 conns
+            self.add("cpu_ms_per_1k_conn", r["cpu_us_per_conn"])
+            self.add("socks_ms_per_1k_conn", r["server_cpu_us_per_conn"])
+            if r["cpu_us_per_conn"] is not None:
+                self.add("cpu_ms_per_1k_conn_socks", r["cpu_us_per_conn"] + r["server_cpu_us_per_conn"])
 
     def measure_latency(self, pids):
         """lat_series series of lat_n sequential connections, each a sample of the figure
@@ -442,6 +448,9 @@ class Bench:
         self.wait_for_quiet()
         t0 = time.monotonic()
         self.results["meta"] = self.meta()
+        # First, on the quiet machine: the TLS modes' crypto floor (docs/bench, Targets).
+        self.results["meta"]["crypto"] = measure.crypto_floor(self.p["crypto_seconds"])
+        log(f"crypto floor: {self.results['meta']['crypto']}")
         self.tools = tools.build_tools(self.workdir)
         log(f"lab {self.lab.tag}: building namespaces")
         self.lab.up()

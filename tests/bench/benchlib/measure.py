@@ -52,14 +52,18 @@ def _iperf_once(lab, streams, reverse, seconds, relay_pids, server_pids):
             "server_cpu_s_per_gb": per_gb(server_cpu) if server_pids else None}
 
 
-def wrk(lab, seconds, conns, relay_pids):
+def wrk(lab, seconds, conns, relay_pids, server_pids=None):
     """New connections per second: wrk with `Connection: close` (one request per
-    connection), one thread so the other core is left to the relay and servers."""
+    connection), one thread so the other core is left to the relay and servers.
+    server_pids: as for iperf; the Egress side's CPU per connection is reported too (a
+    relay can make its SOCKS server work harder per connection)."""
     argv = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "2s",
             "-H", "Connection: close", f"http://{L.INET_IP}:{peers.HTTP_PORT}/"]
     c0 = _cpu(relay_pids)
+    s0 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
     r = lab.run(lab.guest, argv, timeout=seconds + 20)
     cpu = _cpu(relay_pids) - c0
+    s1 = peers.cpu_seconds_by_pid(server_pids(), reaped_children=True) if server_pids else {}
     m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", r.stdout)
     if not m:
         raise RuntimeError(f"wrk failed: {r.stdout[-300:]} {r.stderr[-300:]}")
@@ -68,8 +72,29 @@ def wrk(lab, seconds, conns, relay_pids):
     err = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", r.stdout)
     errors = sum(int(x) for x in err.groups()) if err else 0
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", r.stdout)
+
+    def per_conn(seconds):
+        return seconds / reqs * 1e6 if reqs else None
+    server_cpu = peers.cpu_seconds_used(s0, s1) if server_pids else None
     return {"conn_per_s": rps, "connections": reqs, "errors": errors + (int(non2xx.group(1)) if non2xx else 0),
-            "cpu_s": cpu, "cpu_us_per_conn": cpu / reqs * 1e6 if reqs else None}
+            "cpu_s": cpu, "cpu_us_per_conn": per_conn(cpu), "server_cpu_s": server_cpu,
+            "server_cpu_us_per_conn": per_conn(server_cpu) if server_pids else None}
+
+
+def crypto_floor(seconds):
+    """What sealing or opening one GB costs one core here: `openssl speed` with the
+    cipher the TLS Egress negotiates (TLS 1.3, AES-256-GCM) on 16 KiB records, the size
+    a bulk TLS stream carries. {cipher, gb_per_s, s_per_gb}."""
+    cipher = "aes-256-gcm"
+    r = subprocess.run(["openssl", "speed", "-evp", cipher, "-bytes", "16384", "-seconds", str(seconds)],
+                       capture_output=True, text=True, timeout=seconds + 60)
+    # The last line: "AES-256-GCM  <thousands of bytes per second>k".
+    m = re.search(rf"^{cipher}\s+([\d.]+)k\s*$", r.stdout, re.MULTILINE | re.IGNORECASE)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"openssl speed failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+    gb_per_s = float(m.group(1)) * 1e3 / 1e9
+    return {"cipher": cipher, "record_bytes": 16384, "seconds": seconds, "gb_per_s": gb_per_s,
+            "s_per_gb": 1 / gb_per_s}
 
 
 def latency(lab, tools, n, relay_pids, timeout_ms=3000):

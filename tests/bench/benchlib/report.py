@@ -24,6 +24,10 @@ METRICS = {
                             "low", "cpu", None),
     "conn_per_s": ("new connections/s (wrk, Connection: close)", "conn/s", "high", "conns", "conn_per_s"),
     "cpu_ms_per_1k_conn": ("relay CPU per 1,000 connections", "ms", "low", "conns", None),
+    "socks_ms_per_1k_conn": ("Egress side (SOCKS server, stunnel) CPU per 1,000 connections", "ms", "low",
+                             "conns", None),
+    "cpu_ms_per_1k_conn_socks": ("relay + Egress side (SOCKS server, stunnel) CPU per 1,000 connections", "ms",
+                                 "low", "conns", None),
     "conn_errors": ("wrk socket errors", "count", "low", "conns", None),
     "lat_p50_us": ("connect + first byte p50 (1 by 1)", "µs", "low", "latency", "lat_p50_us"),
     "lat_p99_us": ("connect + first byte p99 (1 by 1)", "µs", "low", "latency", "lat_p99_us"),
@@ -63,12 +67,34 @@ def _best(modes, names, key, better):
     return (max(vals) if better == "high" else min(vals)) if vals else None
 
 
+CPU_PER_GB = ("cpu_gb_1_up", "cpu_gb_1_down", "cpu_gb_4_up", "cpu_gb_4_down")
+COPY_RELAY = "redsocks-copy"
+
+
+def tls_floor(results, key):
+    """A TLS relay's floor for a CPU-per-GB figure in this run: a copy relay's (a TLS
+    flow cannot splice) plus sealing or opening each byte once (meta.crypto). None when
+    either is missing."""
+    crypto = results.get("meta", {}).get("crypto")
+    copy = results["modes"].get(COPY_RELAY, {}).get("metrics", {}).get(key)
+    if not crypto or not copy:
+        return None
+    return copy["median"] + crypto["s_per_gb"]
+
+
 def add_ratios(results, peer_modes, tls_peer_modes=()):
     """ratio_routed: median / the routed path's median of the same figure.
     ratio_best_peer: a plain mode's median / the best plain peer's (redsocks copy or
     splice) median; ratio_tls_peer: a TLS mode's median / the best TLS peer's (redsocks +
-    stunnel client): each path against what users would run for it."""
+    stunnel client): each path against what users would run for it. ratio_floor: a TLS
+    mode's CPU per GB / this run's floor for it (tls_floor)."""
     modes = results["modes"]
+    for key in CPU_PER_GB:
+        floor = tls_floor(results, key)
+        for mode in modes.values():
+            fig = mode.get("metrics", {}).get(key)
+            if floor and fig and mode.get("kind") in TLS_KINDS:
+                fig["floor"], fig["ratio_floor"] = floor, fig["median"] / floor
     routed = modes.get("routed", {}).get("metrics", {})
     for key, (_, _, better, _, base_key) in METRICS.items():
         best = {"ratio_best_peer": _best(modes, peer_modes, key, better),
@@ -142,6 +168,8 @@ def markdown_table(results):
                     ratios.append(f"{fig['ratio_best_peer']:.2f}× best peer")
                 if "ratio_tls_peer" in fig:
                     ratios.append(f"{fig['ratio_tls_peer']:.2f}× TLS peer")
+                if "ratio_floor" in fig:
+                    ratios.append(f"{fig['ratio_floor']:.2f}× floor")
                 if ratios:
                     c += "<br>" + ", ".join(ratios)
                 cells.append(c)
@@ -151,7 +179,9 @@ def markdown_table(results):
     lines.append("")
     lines.append("Cells: **median** (min–max) of the runs, and the median as a ratio to the routed "
                  "path and to the best peer (the better redsocks mode; for the TLS modes, the TLS "
-                 "peer: redsocks in front of a local stunnel client) in the same run. "
+                 "peer: redsocks in front of a local stunnel client) in the same run; a TLS mode's "
+                 "CPU per GB also as a ratio to its floor: redsocks copy's figure plus the crypto "
+                 "(`openssl speed`, see the run's header). "
                  "↑ higher is better, ↓ lower is better. n/a: mode not available (see below).")
     return "\n".join(lines)
 
@@ -219,7 +249,8 @@ def charts(out_dir, results):
     made["connections"] = _chart(out_dir, "connections.png",
                                  "Connection cost: relay CPU per 1,000 connections (lower is better)",
                                  "CPU ms per 1,000 connections",
-                                 [("cpu_ms_per_1k_conn", "relay CPU")], results, relays)
+                                 [("cpu_ms_per_1k_conn", "relay CPU"),
+                                  ("cpu_ms_per_1k_conn_socks", "relay + Egress side CPU")], results, relays)
     made["latency"] = _chart(out_dir, "latency.png", "Connect + first byte, sequential (lower is better)",
                              "µs", [("lat_p50_us", "p50"), ("lat_p99_us", "p99")], results, all_modes)
     return {k: v for k, v in made.items() if v}
@@ -265,5 +296,12 @@ def meta_lines(results):
         f"{m['lat_n']} sequential connections per run; {m['hold_n']} idle connections held)",
         f"- kibotos-agent: `{m.get('agent')}` ({m.get('agent_build', '?')})",
         f"- SOCKS5 server: {results['socks_server']['chosen']} ({results['socks_server']['why']})",
+        *([crypto_line(m["crypto"])] if m.get("crypto") else []),
         f"- wall time: {m.get('wall_s', 0):.0f} s",
     ])
+
+
+def crypto_line(c):
+    return (f"- crypto floor: {c['cipher'].upper()} seals or opens {c['gb_per_s']:.2f} GB/s on one core "
+            f"(`openssl speed -evp {c['cipher']} -bytes {c['record_bytes']} -seconds {c['seconds']}`, at the "
+            f"start of the run): {c['s_per_gb']:.3f} s of CPU per GB")

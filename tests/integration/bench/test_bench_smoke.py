@@ -61,6 +61,42 @@ def test_the_egress_sides_cpu_is_counted_on_top_of_the_relays(smoke):
         assert m["metrics"]["cpu_gb_socks_1_up"]["median"] > m["metrics"]["cpu_gb_1_up"]["median"]
 
 
+def test_the_egress_sides_cpu_per_connection_is_counted_beside_the_relays(smoke):
+    """Every connection costs the SOCKS server an accept, a greeting and a CONNECT: an
+    Egress side that shows no CPU for thousands of them lost its processes' time."""
+    modes = smoke["results"]["modes"]
+    for name in ("redsocks-copy", "kibotos-1t"):
+        m = modes[name]
+        if not m["available"]:
+            continue
+        for run in m["raw"]["wrk"]:
+            assert run["server_cpu_us_per_conn"] > 0, (name, run)
+        figs = m["metrics"]
+        assert figs["cpu_ms_per_1k_conn_socks"]["median"] > figs["cpu_ms_per_1k_conn"]["median"]
+        assert figs["socks_ms_per_1k_conn"]["median"] > 0
+    assert "socks_ms_per_1k_conn" not in modes["routed"]["metrics"]
+
+
+def test_the_crypto_floor_is_measured_and_tls_cpu_is_held_to_it(smoke):
+    """openssl speed in the same run: a TLS relay's CPU per GB against redsocks copy's
+    plus the crypto, and the README's header says what the crypto costs."""
+    results = smoke["results"]
+    crypto = results["meta"]["crypto"]
+    assert crypto["cipher"] == "aes-256-gcm" and crypto["gb_per_s"] > 0.1
+    assert crypto["s_per_gb"] == pytest.approx(1 / crypto["gb_per_s"])
+    copy = results["modes"]["redsocks-copy"]["metrics"]["cpu_gb_1_up"]["median"]
+    for name in ("kibotos-tls-1t", "redsocks-stunnel"):
+        m = results["modes"][name]
+        if not m["available"]:
+            continue
+        fig = m["metrics"]["cpu_gb_1_up"]
+        assert fig["floor"] == pytest.approx(copy + crypto["s_per_gb"])
+        assert fig["ratio_floor"] == pytest.approx(fig["median"] / fig["floor"])
+    assert "ratio_floor" not in results["modes"]["redsocks-copy"]["metrics"]["cpu_gb_1_up"]
+    readme = (smoke["out"] / "README.md").read_text()
+    assert f"- crypto floor: AES-256-GCM seals or opens {crypto['gb_per_s']:.2f} GB/s" in readme
+
+
 def test_every_kibotos_mode_is_measured_or_says_why(smoke):
     modes = smoke["results"]["modes"]
     for name in ("kibotos-1t", "kibotos-2t", "kibotos-tls-1t"):
@@ -187,7 +223,8 @@ def test_the_tls_targets_are_held_to_their_bounds_and_to_the_plain_path():
 
     def fig(v):
         return {"median": v}
-    results = {"modes": {
+    results = {"meta": {"crypto": {"s_per_gb": 0.25}}, "modes": {
+        "redsocks-copy": {"available": True, "metrics": {"cpu_gb_1_up": fig(0.5), "cpu_gb_1_down": fig(0.3)}},
         "kibotos-1t": {"available": True, "metrics": {"conn_per_s": fig(2000.0), "cpu_ms_per_1k_conn": fig(100.0)}},
         "kibotos-tls-1t": {"available": True, "metrics": {
             "cpu_gb_1_up": fig(0.5), "cpu_gb_1_down": fig(0.7), "conn_per_s": fig(1200.0),
@@ -197,6 +234,15 @@ def test_the_tls_targets_are_held_to_their_bounds_and_to_the_plain_path():
     assert rows["relay CPU per GB ≤ 0.6 s/GB (1 stream up)"].endswith("| yes |")
     assert rows["relay CPU per GB ≤ 0.6 s/GB (1 stream down)"].endswith("| **no** |")
     assert rows["relay CPU per GB ≤ 0.6 s/GB (4 streams up)"].endswith("| not measured | – |")
+    # The floor: redsocks copy's figure plus the crypto (0.75 up, 0.55 down).
+    assert "0.67× (0.500 against 0.750)" in rows["relay CPU per GB ≤ 1.2× the floor (1 stream up)"]
+    assert rows["relay CPU per GB ≤ 1.2× the floor (1 stream up)"].endswith("| yes |")
+    assert "1.27× (0.700 against 0.550)" in rows["relay CPU per GB ≤ 1.2× the floor (1 stream down)"]
+    assert rows["relay CPU per GB ≤ 1.2× the floor (1 stream down)"].endswith("| **no** |")
+    del results["meta"]["crypto"]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in readme.tls_targets_section(results).splitlines()
+            if line.startswith("| relay") or line.startswith("| connections")}
+    assert "no floor" in rows["relay CPU per GB ≤ 1.2× the floor (1 stream up)"]
     assert "0.60× (1200 against 2000)" in rows["connections/s ≥ 0.5× the plain path's"]
     assert rows["connections/s ≥ 0.5× the plain path's"].endswith("| yes |")
     assert "2.50× (250 against 100)" in rows["relay CPU per connection ≤ 2× the plain path's"]
