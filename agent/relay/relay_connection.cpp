@@ -234,7 +234,7 @@ void RelayConnection::on_connected(int32_t res) {
 void RelayConnection::enter_relay() {
   phase_ = Phase::relaying;
   tls_ = dial_->take_tls();
-  tls_release_due_ = tls_ != nullptr;  // the handshake's flights may have grown its BIOs
+  tls_release_due_ = tls_ != nullptr;  // the handshake's flights may have grown its buffers
   dial_.reset();
   last_activity_ = loop_.now_ms();
   rearm_timer();

@@ -105,7 +105,7 @@ class RelayConnection final : private uring::OpOwner,
   // The guest socket given to the constructor must be moved.guest's.
   void resume(MovedRelay moved);
 
-  // TLS: what the session's memory BIOs hold allocated (0 without TLS).
+  // TLS: what the session's ciphertext buffers hold allocated (0 without TLS).
   size_t tls_buffer_bytes() const { return tls_ ? tls_->bio_capacity() : 0; }
   bool draining() const { return drain_deadline_ != 0; }
   bool closing() const { return phase_ == Phase::closing; }
@@ -156,6 +156,7 @@ class RelayConnection final : private uring::OpOwner,
     bool need_buffer = false;   // recv got ENOBUFS
     bool out_poll = false;      // the destination's send tag is a POLLOUT wait (splice)
     bool more = false;          // the source had more queued (bytes or FIN) at the last recv
+    bool tls_out = false;       // data points into the TLS session's outbox (TlsSession::next_out)
     // Set once the flow is bulk (plain relay only): from then on its bytes move by
     // splice and its recv tag is a POLLIN wait on the source.
     std::unique_ptr<SplicePipe> pipe;

@@ -88,6 +88,7 @@ void RelayConnection::on_send(int to, int32_t res) {
   Flow& f = flow_[from];
   f.off += static_cast<uint32_t>(res);
   f.len -= static_cast<uint32_t>(res);
+  if (f.tls_out) tls_->consume_out(static_cast<size_t>(res));
   if (f.len == 0) release_flow_buffer(f);
   pump(from);
 }
@@ -160,34 +161,43 @@ void RelayConnection::maybe_finish() {
 }
 
 // Plaintext from the guest is sealed into the session, ciphertext from the Egress
-// opened by it; the provided buffer goes back at once either way.
+// opened by it where it landed: the flow toward the guest is empty whenever a recv
+// from the Egress completes (one is armed only then), so pump() reads the records
+// from the provided buffer before it goes back; the session copies what is left. A
+// close inside pump() releases this only after the CQE's handler returned.
 void RelayConnection::tls_take_in(int side, const uint8_t* data, uint32_t len, int32_t bid) {
   bool ok = true;
   if (side == kUp)
-    tls_->feed(data, len);
+    tls_->lend(data, len);
   else
     ok = tls_->write(data, len) == TlsSession::Io::ok;
-  loop_.give_back(static_cast<uint16_t>(bid));
-  if (!ok) return close(true, CloseReason::upstream_reset);
-  if (!tls_release_due_) {
-    tls_release_due_ = true;
-    rearm_timer();
+  if (ok) {
+    if (!tls_release_due_) {
+      tls_release_due_ = true;
+      rearm_timer();
+    }
+    pump(side);
   }
-  pump(side);
+  if (side == kUp) tls_->end_feed();
+  loop_.give_back(static_cast<uint16_t>(bid));
+  if (!ok) close(true, CloseReason::upstream_reset);
 }
 
 // Toward the Egress: the session's ciphertext. Toward the guest: the next plaintext
 // record, until the Egress's close_notify ends the flow.
 bool RelayConnection::tls_refill(int from) {
   Flow& f = flow_[from];
-  const size_t cap = loop_.pool().buffer_size();
-  if (from == kGuest) {
+  if (from == kGuest) {  // sent from the session's buffer in place (on_send consumes it)
     if (tls_->pending_out() == 0) return true;
-    if (!take_pool_buffer(f)) return reset(CloseReason::relay_error);
-    f.len = static_cast<uint32_t>(tls_->take_out(f.pooled, cap));
+    const std::span<uint8_t> out = tls_->next_out();
+    f.data = out.data();
+    f.off = 0;
+    f.len = static_cast<uint32_t>(out.size());
+    f.tls_out = true;
     return true;
   }
   if (f.eof) return true;
+  const size_t cap = loop_.pool().buffer_size();
   if (!take_pool_buffer(f)) return reset(CloseReason::relay_error);
   size_t n = 0;
   const TlsSession::Io io = tls_->read(f.pooled, cap, &n);
@@ -247,6 +257,7 @@ void RelayConnection::release_flow_buffer(Flow& f) {
   f.data = nullptr;
   f.off = f.len = 0;
   f.more = false;
+  f.tls_out = false;
 }
 
 }  // namespace kib::relay

@@ -1,45 +1,19 @@
 #include "agent/relay/tls_session.h"
 
-#include <openssl/buffer.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
 namespace kib::relay {
-namespace {
-
-// A drained memory BIO keeps the capacity of its largest burst (a flight of 16 KiB
-// records) for the connection's life: after 64 KiB each way an idle connection held
-// ~150 KiB in its two BIOs, and one that only did its handshake a few KiB.
-// release_spare_buffers() swaps a drained BIO that holds any for an empty one (after the
-// handshake: SSL's buffering BIO is gone by then), and frees SSL's own record buffers.
-size_t capacity(BIO* b) {
-  BUF_MEM* m = nullptr;
-  BIO_get_mem_ptr(b, &m);
-  return m != nullptr ? m->max : 0;
-}
-
-bool holds_spare(BIO* b) { return BIO_ctrl_pending(b) == 0 && capacity(b) > 0; }
-
-BIO* new_read_bio() {
-  BIO* b = BIO_new(BIO_s_mem());
-  // An empty read BIO means "wait for more", not end of stream.
-  if (b != nullptr) BIO_set_mem_eof_return(b, -1);
-  return b;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<TlsSession>> TlsSession::create(std::shared_ptr<TlsClientContext> ctx) {
   auto s = std::make_unique<TlsSession>();
   s->ssl_.reset(SSL_new(ctx->get()));
   if (!s->ssl_) return Error{Code::resource_exhausted, "SSL_new failed"};
   SSL* ssl = s->ssl_.get();
-  BioPtr rbio(new_read_bio());
-  BioPtr wbio(BIO_new(BIO_s_mem()));
+  BioPtr rbio(s->in_.new_bio());
+  BioPtr wbio(s->out_.new_bio());
   if (!rbio || !wbio) return Error{Code::resource_exhausted, "BIO_new failed"};
-  s->rbio_ = rbio.release();
-  s->wbio_ = wbio.release();
-  SSL_set_bio(ssl, s->rbio_, s->wbio_);
+  SSL_set_bio(ssl, rbio.release(), wbio.release());
   SSL_set_connect_state(ssl);
   const std::string& name = ctx->verify_name();
   if (ctx->name_is_ip()) {
@@ -64,37 +38,11 @@ TlsSession::~TlsSession() {
   if (ssl_) SSL_set_shutdown(ssl_.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
 }
 
-void TlsSession::feed(const uint8_t* data, size_t len) { BIO_write(rbio_, data, static_cast<int>(len)); }
-
-void TlsSession::feed_eof() {
-  eof_ = true;
-  BIO_set_mem_eof_return(rbio_, 0);
-}
-
-size_t TlsSession::pending_out() const { return BIO_ctrl_pending(wbio_); }
-
-size_t TlsSession::take_out(uint8_t* buf, size_t cap) {
-  int n = BIO_read(wbio_, buf, static_cast<int>(cap));
-  return n > 0 ? static_cast<size_t>(n) : 0;
-}
-
-size_t TlsSession::bio_capacity() const { return capacity(rbio_) + capacity(wbio_); }
-
 void TlsSession::release_spare_buffers() {
   if (!SSL_is_init_finished(ssl_.get())) return;
   SSL_free_buffers(ssl_.get());  // OpenSSL's record buffers, unless they hold a partial record
-  if (!eof_ && holds_spare(rbio_)) {
-    if (BIO* fresh = new_read_bio()) {
-      SSL_set0_rbio(ssl_.get(), fresh);  // frees the old one
-      rbio_ = fresh;
-    }
-  }
-  if (holds_spare(wbio_)) {
-    if (BIO* fresh = BIO_new(BIO_s_mem())) {
-      SSL_set0_wbio(ssl_.get(), fresh);
-      wbio_ = fresh;
-    }
-  }
+  in_.release_spare();
+  out_.release_spare();
 }
 
 TlsSession::Io TlsSession::map_error(int rc, const char* what) {

@@ -1,4 +1,4 @@
-// TlsSession (memory BIOs) against an in-process OpenSSL server, also on memory BIOs:
+// TlsSession against an in-process OpenSSL server on memory BIOs:
 // verification against ca_cert, the name check, IP literals, data both ways, close,
 // and resumption within one TlsClientContext (one Egress revision).
 #include <doctest/doctest.h>
@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -215,14 +216,14 @@ TEST_CASE("a ca_cert without a PEM certificate is invalid_argument") {
   CHECK(!ctx.ok());
 }
 
-TEST_CASE("released after a burst, the session's BIOs hold no spare buffer, and the connection goes on") {
+TEST_CASE("released after a burst, the session's buffers hold no spare capacity, and the connection goes on") {
   auto cert = make_cert("socks.test", "DNS:socks.test");
   auto ctx = TlsClientContext::create("socks.test", cert->pem);
   auto s = TlsSession::create(*ctx);
   Server server(*cert);
   REQUIRE(handshake(**s, server) == Io::ok);
   take_tickets(**s, server);
-  // 64 KiB each way: four full records queue in each memory BIO at once.
+  // 64 KiB each way: four full records queue in each direction's buffer at once.
   const std::string up(64 * 1024, 'u');
   REQUIRE((*s)->write(reinterpret_cast<const uint8_t*>(up.data()), up.size()) == Io::ok);
   CHECK((*s)->bio_capacity() >= up.size());
@@ -246,12 +247,12 @@ TEST_CASE("released after a burst, the session's BIOs hold no spare buffer, and 
   while ((io = (*s)->read(buf, sizeof buf, &n)) == Io::ok) at_client.append(reinterpret_cast<char*>(buf), n);
   CHECK(io == Io::want_read);
   CHECK(at_client == down);
-  // Drained, the BIOs keep the burst's capacity (no regrowth per burst) until the
+  // Drained, the buffers keep the burst's capacity (no regrowth per burst) until the
   // release, which leaves them empty.
   CHECK((*s)->bio_capacity() >= up.size());
   (*s)->release_spare_buffers();
   CHECK((*s)->bio_capacity() == 0);
-  // The swapped BIOs carry the next exchange.
+  // The emptied buffers carry the next exchange.
   REQUIRE((*s)->write(reinterpret_cast<const uint8_t*>("again"), 5) == Io::ok);
   pump(**s, server);
   char small[16] = {};
@@ -496,4 +497,74 @@ TEST_CASE("trust stores: one for the system roots and one per distinct ca_cert, 
   auto bad = TlsClientContext::create("socks.test", "not a certificate");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().code == kib::Code::invalid_argument);
+}
+
+// What the server has sealed for the client, as the socket would deliver it.
+std::string server_ciphertext(Server& server) {
+  std::string wire;
+  char buf[16384];
+  int n;
+  while ((n = BIO_read(server.out(), buf, sizeof buf)) > 0) wire.append(buf, static_cast<size_t>(n));
+  return wire;
+}
+
+TEST_CASE("ciphertext lent in pieces of any size opens to the same plaintext; only a record's tail is kept") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  Server server(*cert);
+  auto s = connected(*cert, server);
+  s->release_spare_buffers();
+  std::string sent;
+  for (int i = 0; i < 6; ++i) sent += std::string(5000 + 997 * static_cast<size_t>(i), static_cast<char>('a' + i));
+  REQUIRE(SSL_write(server.ssl(), sent.data(), static_cast<int>(sent.size())) == static_cast<int>(sent.size()));
+  const std::string wire = server_ciphertext(server);
+  std::string got;
+  size_t at = 0;
+  for (size_t piece : {1, 4, 5, 700, 16384, 3, 20000, 9999, 100000}) {
+    // Lent from a buffer that is overwritten once the loan ends, as a provided buffer is.
+    std::string buffer = wire.substr(at, piece);
+    at += buffer.size();
+    s->lend(reinterpret_cast<const uint8_t*>(buffer.data()), buffer.size());
+    uint8_t plain[16384];
+    size_t n = 0;
+    while (s->read(plain, sizeof plain, &n) == Io::ok) got.append(reinterpret_cast<char*>(plain), n);
+    s->end_feed();
+    buffer.assign(buffer.size(), '\0');
+    // At most one record's unread rest is copied, never a whole loan of records.
+    CHECK(s->bio_capacity() <= 16384 + 256 + 20000);
+  }
+  REQUIRE(at == wire.size());
+  CHECK(got == sent);
+}
+
+TEST_CASE("ciphertext is sent in place: what next_out() handed out stays put while the session writes on") {
+  auto cert = make_cert("socks.test", "DNS:socks.test");
+  Server server(*cert);
+  auto s = connected(*cert, server);
+  const std::string first(3000, 'f');
+  const std::string second(50000, 's');
+  REQUIRE(s->write(reinterpret_cast<const uint8_t*>(first.data()), first.size()) == Io::ok);
+  const std::span<uint8_t> in_flight = s->next_out();
+  REQUIRE(!in_flight.empty());
+  const std::string copy(reinterpret_cast<const char*>(in_flight.data()), in_flight.size());
+  REQUIRE(s->write(reinterpret_cast<const uint8_t*>(second.data()), second.size()) == Io::ok);
+  CHECK(std::string(reinterpret_cast<const char*>(in_flight.data()), in_flight.size()) == copy);
+  CHECK(s->pending_out() > in_flight.size() + second.size());
+  // "Sent" in two partial sends, then the rest as the next spans come.
+  std::string wire(reinterpret_cast<const char*>(in_flight.data()), in_flight.size());
+  s->consume_out(in_flight.size() / 2);
+  s->consume_out(in_flight.size() - in_flight.size() / 2);
+  while (s->pending_out() > 0) {
+    const std::span<uint8_t> next = s->next_out();
+    wire.append(reinterpret_cast<const char*>(next.data()), next.size());
+    s->consume_out(next.size());
+  }
+  BIO_write(server.in(), wire.data(), static_cast<int>(wire.size()));
+  std::string at_server(first.size() + second.size(), '\0');
+  size_t got = 0;
+  while (got < at_server.size()) {
+    size_t n = 0;
+    REQUIRE(SSL_read_ex(server.ssl(), at_server.data() + got, at_server.size() - got, &n) == 1);
+    got += n;
+  }
+  CHECK(at_server == first + second);
 }
