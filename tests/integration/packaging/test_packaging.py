@@ -37,7 +37,7 @@ RUNTIME = "/run/kibotos"
 CONFIG = "/etc/kibotos/agent.yaml"
 UNIT = "/lib/systemd/system/kibotos-agent.service"
 CTL = "/usr/bin/kibotosctl"
-BUILD_TIMEOUT = 780
+BUILD_TIMEOUT = 1500  # a full -O2 build of the tree on 2 cores shared with the other tests
 
 if os.geteuid() != 0:
     pytest.skip("needs root: installs the package", allow_module_level=True)
