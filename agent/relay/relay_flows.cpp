@@ -178,7 +178,7 @@ void RelayConnection::tls_take_in(int side, const uint8_t* data, uint32_t len, i
     }
     pump(side);
   }
-  if (side == kUp) tls_->end_feed();
+  if (side == kUp) tls_->end_loan();
   loop_.give_back(static_cast<uint16_t>(bid));
   if (!ok) close(true, CloseReason::upstream_reset);
 }

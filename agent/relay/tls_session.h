@@ -27,10 +27,10 @@ class TlsSession {
 
   // Ciphertext from the socket, copied in.
   void feed(const uint8_t* data, size_t len) { in_.append(data, len); }
-  // Ciphertext from the socket, read in place by the reads until end_feed(), which
+  // Ciphertext from the socket, read in place by the reads until end_loan(), which
   // keeps a copy of what they left (call it before the bytes' buffer is reused).
   void lend(const uint8_t* data, size_t len) { in_.lend(data, len); }
-  void end_feed() { in_.end_loan(); }
+  void end_loan() { in_.end_loan(); }
   // The peer's TCP stream ended.
   void feed_eof() { in_.set_eof(); }
   // Ciphertext to send to the socket (0 when none): copied out, or sent in place

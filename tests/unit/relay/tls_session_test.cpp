@@ -527,7 +527,7 @@ TEST_CASE("ciphertext lent in pieces of any size opens to the same plaintext; on
     uint8_t plain[16384];
     size_t n = 0;
     while (s->read(plain, sizeof plain, &n) == Io::ok) got.append(reinterpret_cast<char*>(plain), n);
-    s->end_feed();
+    s->end_loan();
     buffer.assign(buffer.size(), '\0');
     // At most one record's unread rest is copied, never a whole loan of records.
     CHECK(s->bio_capacity() <= 16384 + 256 + 20000);
