@@ -94,6 +94,10 @@ def packages():
     work = keep or tempfile.mkdtemp(prefix="kibotos-pkg-test-")
     out = os.path.join(work, "out")
     env = dict(os.environ, KIBOTOS_PKG_WORKDIR=work, KIBOTOS_PKG_OUTDIR=out, KIBOTOS_PKG_JOBS="2")
+    # Without debug info: GCC's -g never changes the code it generates, and the packages
+    # ship stripped binaries, so what is tested is what ships. This test took 799 s
+    # instead of 1,048 on 2 shared cores. Operators' builds keep dpkg's -g (and dbgsym).
+    env.update(DEB_CFLAGS_APPEND="-g0", DEB_CXXFLAGS_APPEND="-g0")
     for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_PRELOAD"):
         env.pop(k, None)
     try:
