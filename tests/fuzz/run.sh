@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz (clang-14, ASan+UBSan, coverage-guided)
 # in build-fuzz and runs each one over a working copy of its seed corpus.
-#   tests/fuzz/run.sh [--time SECONDS] [--runs N] [--workers W] [TARGET...]
-# Defaults: every target, 60 s each, one worker. With both --time and --runs, a target
+#   tests/fuzz/run.sh [--time SECONDS] [--runs N] [--workers W] [--timeout SECONDS] [TARGET...]
+# Defaults: every target, 60 s each, one worker, 10 s per input before it counts as a
+# hang (libFuzzer times wall clock: a run at `nice` beside builds needs more). With both --time and --runs, a target
 # stops at whichever it reaches first. What each run found (crashes, leaks,
 # broken invariants) is left in build-fuzz/artifacts/TARGET/; the table at the end
 # gives executions, wall seconds, coverage (libFuzzer's cov: edges) and findings per target.
@@ -13,12 +14,14 @@ cd "$top"
 build=${KIBOTOS_FUZZ_BUILD:-build-fuzz}
 limit=()
 workers=1
+timeout=10
 targets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --time) limit+=(-max_total_time="$2"); shift 2 ;;
     --runs) limit+=(-runs="$2"); shift 2 ;;
     --workers) workers=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -53,7 +56,7 @@ for t in "${targets[@]}"; do
   # -rss_limit_mb: a target must not grow; -timeout: one input must not hang.
   parallel=()  # libFuzzer's -jobs writes fuzz-N.log files in the working directory
   [ "$workers" -gt 1 ] && parallel=(-jobs="$workers" -workers="$workers")
-  (cd "$build" && "./tests/fuzz/${t}_fuzz" "${limit[@]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  (cd "$build" && "./tests/fuzz/${t}_fuzz" "${limit[@]}" -rss_limit_mb=2048 -timeout="$timeout" -print_final_stats=1 \
     "${parallel[@]}" -artifact_prefix="artifacts/$t/" "corpus/$t") >"$log" 2>&1 || status=$?
   if [ "$workers" -gt 1 ]; then cat "$build"/fuzz-*.log >>"$log" 2>/dev/null || true; rm -f "$build"/fuzz-*.log; fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END {print s+0}')
