@@ -3,11 +3,12 @@
 # in build-fuzz and runs each one over a working copy of its seed corpus.
 #   tests/fuzz/run.sh [--time SECONDS] [--runs N] [--workers W] [--timeout SECONDS] [TARGET...]
 # Defaults: every target, 60 s each, one worker, 10 s per input before it counts as a
-# hang (libFuzzer times wall clock: a run at `nice` beside builds needs more). With both --time and --runs, a target
-# stops at whichever it reaches first. What each run found (crashes, leaks,
-# broken invariants) is left in build-fuzz/artifacts/TARGET/; the table at the end
-# gives executions, wall seconds, coverage (libFuzzer's cov: edges) and findings per target.
-# The long runs docs/security.md records: tests/fuzz/run.sh --runs 10000000.
+# hang (libFuzzer times wall clock: a run at `nice` beside builds needs more). With
+# both --time and --runs, a target stops at whichever it reaches first. What each run
+# found (crashes, leaks, broken invariants) is left in build-fuzz/artifacts/TARGET/;
+# the table at the end gives executions, wall seconds, coverage (libFuzzer's cov:
+# edges) and findings per target. The long runs docs/security.md records:
+# tests/fuzz/run.sh --runs 10000000 --timeout 120.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
